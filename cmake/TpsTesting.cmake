@@ -1,0 +1,55 @@
+# Test registration helpers. Every test is a GoogleTest binary run through CTest.
+#
+#   tps_add_gtest(NAME name SOURCES a.cpp ... LIBS lib ... [LABELS l ...])
+#       one process; each TEST() becomes its own CTest entry.
+#   tps_add_mpi_gtest(NAME name SOURCES ... LIBS ... RANKS 2 3 4 [LABELS ...])
+#       the same binary run under `mpirun -np K --oversubscribe` for each K;
+#       the binary links tests/mpi_gtest_main.cpp, which owns MPI init.
+#   tps_add_mpi_command_test(NAME name RANKS K COMMAND exe args... [PASS_REGEX r] [FAIL_REGEX r] [TIMEOUT s])
+#       an arbitrary program under mpirun, judged by exit code and output.
+
+include(GoogleTest)
+find_package(GTest REQUIRED)
+
+# OpenMPI refuses to start as root unless told; CI machines run as root.
+set(TPS_MPI_TEST_ENV
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # Shared-memory runs on one node need no network probing.
+    OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo)
+set(TPS_MPIEXEC ${MPIEXEC_EXECUTABLE} --oversubscribe)
+
+function(tps_add_gtest)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest_main)
+  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "unit;${T_LABELS}"
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+function(tps_add_mpi_gtest)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;RANKS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/mpi_gtest_main.cpp)
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} tps_runtime GTest::gtest)
+  foreach(k IN LISTS T_RANKS)
+    add_test(NAME ${T_NAME}.np${k}
+             COMMAND ${TPS_MPIEXEC} -np ${k} $<TARGET_FILE:${T_NAME}>)
+    set_tests_properties(${T_NAME}.np${k} PROPERTIES
+      ENVIRONMENT "${TPS_MPI_TEST_ENV}" LABELS "mpi;${T_LABELS}" TIMEOUT 120)
+  endforeach()
+endfunction()
+
+function(tps_add_mpi_command_test)
+  cmake_parse_arguments(T "" "NAME;RANKS;PASS_REGEX;FAIL_REGEX;TIMEOUT" "COMMAND;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 60)
+  endif()
+  add_test(NAME ${T_NAME} COMMAND ${TPS_MPIEXEC} -np ${T_RANKS} ${T_COMMAND})
+  set_tests_properties(${T_NAME} PROPERTIES
+    ENVIRONMENT "${TPS_MPI_TEST_ENV}" LABELS "mpi;${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+  if(T_PASS_REGEX)
+    set_tests_properties(${T_NAME} PROPERTIES PASS_REGULAR_EXPRESSION "${T_PASS_REGEX}")
+  endif()
+  if(T_FAIL_REGEX)
+    set_tests_properties(${T_NAME} PROPERTIES FAIL_REGULAR_EXPRESSION "${T_FAIL_REGEX}")
+  endif()
+endfunction()

@@ -1,0 +1,22 @@
+// Shared command-line conventions of the tps tools (CLI11 from Debian:
+// declarative options, generated --help, subcommands; no hand-written parser).
+//   exit 0: success or --help;  exit 2: bad input, with one line on stderr
+//   naming the option/file/value;  exit 1: other failures.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+namespace tps {
+
+// Parses argv into app. Returns an exit code when the program should stop
+// now (--help printed: 0; a usage error printed as one line: 2).
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
+
+// Runs body, turning tps::Error (and other exceptions) into one line on stderr
+// and the error's exit code. For tools that do not run under MPI.
+int run_tool(const std::string& name, const std::function<int()>& body);
+
+}  // namespace tps

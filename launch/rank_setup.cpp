@@ -1,0 +1,37 @@
+#include "launch/rank_setup.h"
+
+#include <cstdio>
+
+#include "runtime/log.h"
+#include "topology/topology_text.h"
+
+namespace tps {
+
+RankSetup setup_rank(const MpiSession& mpi, int threads_override) {
+  RankSetup s;
+  s.machine = discover_machine();
+  s.plan = plan_placement(s.machine, mpi.local_size(), threads_override);
+  s.binding = decide_binding(s.machine, s.plan.ranks.at(mpi.local_rank()), read_launch_binding(),
+                             threads_override);
+  s.applied = apply_binding(s.machine, s.binding);
+
+  const Machine& m = s.machine;
+  const BindingDecision& b = s.binding;
+  const NumaNode& node = m.numa_nodes.at(b.numa_node);
+  std::string line = cat("host ", mpi.host(), " rank ", mpi.rank(), "/", mpi.size(),
+                         ": NUMA node ", node.os_index);
+  if (node.package >= 0) line += cat(" (package ", m.packages[node.package].os_index, ")");
+  line += cat(", PUs ", format_index_list(b.pus), ", ", b.threads, " thread(s), memory on node ",
+              format_index_list(s.applied.memory_nodes), "; ", b.reason);
+  if (s.applied.pus != b.pus)
+    line += cat("; warning: the kernel reports PUs ", format_index_list(s.applied.pus));
+
+  std::vector<std::string> lines = mpi.gather_to_root(line);
+  if (mpi.rank() == 0) {
+    for (const std::string& w : s.plan.warnings) log_warn(w);
+    for (const std::string& l : lines) std::fprintf(stderr, "tps: %s\n", l.c_str());
+  }
+  return s;
+}
+
+}  // namespace tps

@@ -1,0 +1,79 @@
+#include "runtime/mpi_session.h"
+
+#include <cstdio>
+#include <exception>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace tps {
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // Errors in MPI calls end the job (the default, made explicit): a failed
+  // collective on one rank must not leave the others waiting.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  host_.assign(name, len);
+
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_);
+  MPI_Comm_rank(node_comm_, &local_rank_);
+  MPI_Comm_size(node_comm_, &local_size_);
+  // Hosts = number of node-local rank-0s.
+  int is_leader = local_rank_ == 0 ? 1 : 0;
+  MPI_Allreduce(&is_leader, &host_count_, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+MpiSession::~MpiSession() {
+  if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
+  MPI_Finalize();
+}
+
+std::vector<std::string> MpiSession::gather_to_root(const std::string& text) const {
+  int len = static_cast<int>(text.size());
+  std::vector<int> lens(rank_ == 0 ? size_ : 0), offsets;
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (rank_ == 0) {
+    int total = 0;
+    for (int l : lens) offsets.push_back(total), total += l;
+    all.resize(total);
+  }
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (int r = 0; r < static_cast<int>(lens.size()); ++r) out.push_back(all.substr(offsets[r], lens[r]));
+  return out;
+}
+
+void MpiSession::abort(const std::string& message, int exit_code) const {
+  std::string line = size_ > 1 ? cat("tps: rank ", rank_, " on ", host_, ": ", message, "\n")
+                               : cat("tps: ", message, "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]].
+}
+
+int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)>& body) {
+  MpiSession mpi(&argc, &argv);
+  log_configure(log_level(), mpi.rank(), mpi.size());
+  int code = 0;
+  try {
+    code = body(mpi);
+  } catch (const Error& e) {
+    mpi.abort(e.what(), e.exit_code());
+  } catch (const std::exception& e) {
+    mpi.abort(cat("internal error: ", e.what()), 1);
+  }
+  if (code != 0) mpi.abort(cat("exited with code ", code), code);
+  return 0;
+}
+
+}  // namespace tps

@@ -1,0 +1,137 @@
+#include "topology/binding.h"
+
+#include <numa.h>
+#include <numaif.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "runtime/error.h"
+
+namespace tps {
+
+LaunchBinding read_launch_binding() {
+  LaunchBinding b;
+  b.under_mpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  // mpirun passes an explicit --bind-to (or the same MCA parameter from the
+  // environment) to its ranks under this name; its default binding leaves it unset.
+  if (const char* p = std::getenv("OMPI_MCA_hwloc_base_binding_policy")) b.mpirun_policy = p;
+  return b;
+}
+
+BindingDecision decide_binding(const Machine& m, const RankPlacement& plan,
+                               const LaunchBinding& launch, int threads_override) {
+  BindingDecision d;
+  bool bound_before = m.bound_pus != m.available_pus;
+  bool deliberate = bound_before && (!launch.under_mpirun ||
+                                     (!launch.mpirun_policy.empty() &&
+                                      launch.mpirun_policy != "none"));
+  if (!deliberate) {
+    d.pus = plan.pus;
+    d.numa_node = plan.numa_node;
+    d.threads = threads_override > 0 ? threads_override : plan.threads;
+    d.reason = !bound_before           ? "tps placement"
+               : m.bound_pus == plan.pus ? "tps placement (the same as mpirun's default binding)"
+                                         : "tps placement (replaced mpirun's default binding; "
+                                           "pass --bind-to to mpirun to keep one)";
+    return d;
+  }
+  // Keep the existing binding: memory goes to the node with most of its cores.
+  d.pus = m.bound_pus;
+  std::map<int, int> cores_on_node;
+  int cores = 0;
+  for (const Core& c : m.cores) {
+    bool in = std::any_of(c.pus.begin(), c.pus.end(), [&](int pu) {
+      return std::binary_search(d.pus.begin(), d.pus.end(), pu);
+    });
+    if (in) {
+      ++cores;
+      ++cores_on_node[c.numa_node];
+    }
+  }
+  int best = plan.numa_node, most = 0;
+  for (auto [node, n] : cores_on_node)
+    if (n > most) best = node, most = n;
+  d.numa_node = best;
+  d.threads = threads_override > 0 ? threads_override : std::max(cores, 1);
+  d.reason = launch.under_mpirun
+                 ? cat("kept mpirun's binding (--bind-to ", launch.mpirun_policy, ")")
+                 : "kept the existing CPU affinity (taskset/numactl)";
+  return d;
+}
+
+namespace {
+
+cpu_set_t to_cpu_set(const std::vector<int>& pus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int pu : pus) {
+    if (pu < 0 || pu >= CPU_SETSIZE) throw Error(cat("PU ", pu, " is beyond CPU_SETSIZE"));
+    CPU_SET(pu, &set);
+  }
+  return set;
+}
+
+std::vector<int> current_pus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int i = 0; i < CPU_SETSIZE; ++i)
+    if (CPU_ISSET(i, &set)) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+void bind_this_thread(const std::vector<int>& pus) {
+  cpu_set_t set = to_cpu_set(pus);
+  if (sched_setaffinity(0, sizeof set, &set) != 0)
+    throw Error(cat("cannot bind to PUs ", format_index_list(pus), ": ", std::strerror(errno)));
+}
+
+AppliedBinding apply_binding(const Machine& m, const BindingDecision& d) {
+  bind_this_thread(d.pus);
+  AppliedBinding out;
+  out.pus = current_pus();
+  if (numa_available() >= 0 && d.numa_node >= 0) {
+    int os = m.numa_nodes.at(d.numa_node).os_index;
+    bitmask* nodes = numa_allocate_nodemask();
+    numa_bitmask_setbit(nodes, os);
+    errno = 0;
+    numa_set_membind(nodes);
+    int err = errno;
+    numa_free_nodemask(nodes);
+    if (err != 0)
+      throw Error(cat("cannot bind memory to NUMA node ", os, ": ", std::strerror(err)));
+    bitmask* now = numa_get_membind();
+    for (int i = 0; i <= numa_max_node(); ++i)
+      if (numa_bitmask_isbitset(now, i)) out.memory_nodes.push_back(i);
+    numa_free_nodemask(now);
+  }
+  return out;
+}
+
+void* alloc_on_node(size_t bytes, int node_os_index) {
+  void* p = numa_available() >= 0 ? numa_alloc_onnode(bytes, node_os_index) : nullptr;
+  if (!p)
+    throw Error(cat("cannot allocate ", format_bytes(bytes), " on NUMA node ", node_os_index));
+  return p;
+}
+
+void free_on_node(void* p, size_t bytes) {
+  if (p) numa_free(p, bytes);
+}
+
+int node_of_page(const void* p) {
+  int node = -1;
+  void* page = const_cast<void*>(p);
+  if (move_pages(0, 1, &page, nullptr, &node, 0) != 0 || node < 0) return -1;
+  return node;
+}
+
+}  // namespace tps

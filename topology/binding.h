@@ -1,0 +1,61 @@
+// Self-binding: a rank started by plain `mpirun -np N` pins itself to the
+// cores its placement gives it and binds its memory to its NUMA node.
+// Only this file and runtime/ call libnuma.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "topology/machine.h"
+#include "topology/placement.h"
+
+namespace tps {
+
+// Who bound the process before tps started, read from the environment.
+struct LaunchBinding {
+  bool under_mpirun = false;  // started by OpenMPI's mpirun
+  // The binding policy the user gave mpirun (--bind-to X); empty when mpirun
+  // used its default.
+  std::string mpirun_policy;
+};
+LaunchBinding read_launch_binding();
+
+// The binding a rank will apply.
+struct BindingDecision {
+  std::vector<int> pus;  // OS indexes of the PUs the process runs on
+  int numa_node = -1;    // index into Machine::numa_nodes; memory goes there
+  int threads = 0;
+  std::string reason;    // one phrase for the start-up log
+};
+
+// Pure: the plan's entry unless the process was deliberately bound before tps
+// started (mpirun --bind-to, taskset, numactl), in which case that binding is
+// kept and the decision says so. mpirun's default binding (per core for
+// np <= 2) is replaced: it would put two ranks on one socket.
+// threads_override > 0 replaces the default thread count.
+BindingDecision decide_binding(const Machine& machine, const RankPlacement& plan,
+                               const LaunchBinding& launch, int threads_override);
+
+// Applies the decision to the calling thread (threads it creates later
+// inherit it): CPU affinity and MPOL_BIND to the node. Throws Error if the
+// kernel refuses. Returns what the kernel reports afterwards (PUs, node).
+struct AppliedBinding {
+  std::vector<int> pus;
+  std::vector<int> memory_nodes;  // OS indexes in the memory policy
+};
+AppliedBinding apply_binding(const Machine& machine, const BindingDecision& decision);
+
+// Pins the calling thread to the given PUs (OS indexes).
+void bind_this_thread(const std::vector<int>& pus);
+
+// Memory placed on one NUMA node (OS index), page-aligned; free with
+// free_on_node. Throws Error when the node cannot provide it.
+void* alloc_on_node(size_t bytes, int node_os_index);
+void free_on_node(void* p, size_t bytes);
+
+// The NUMA node (OS index) holding the page at p, from the kernel; -1 if the
+// page is not yet backed.
+int node_of_page(const void* p);
+
+}  // namespace tps
