@@ -16,13 +16,18 @@ set(TPS_MPI_TEST_ENV
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     # Shared-memory runs on one node need no network probing.
     OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo)
+list(JOIN TPS_MPI_TEST_ENV " " TPS_MPI_TEST_ENV_WORDS)
 set(TPS_MPIEXEC ${MPIEXEC_EXECUTABLE} --oversubscribe)
 
 function(tps_add_gtest)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest_main)
-  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "unit;${T_LABELS}"
+  target_compile_definitions(${T_NAME} PRIVATE
+    TPS_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
+    # For tests that start mpirun themselves, with the MPI tests' environment.
+    TPS_MPIEXEC="env ${TPS_MPI_TEST_ENV_WORDS} ${MPIEXEC_EXECUTABLE} --oversubscribe")
+  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "unit;${T_LABELS}" TIMEOUT 120
                        DISCOVERY_TIMEOUT 60)
 endfunction()
 
@@ -30,6 +35,7 @@ function(tps_add_mpi_gtest)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;RANKS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/mpi_gtest_main.cpp)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} tps_runtime GTest::gtest)
+  target_compile_definitions(${T_NAME} PRIVATE TPS_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
   foreach(k IN LISTS T_RANKS)
     add_test(NAME ${T_NAME}.np${k}
              COMMAND ${TPS_MPIEXEC} -np ${k} $<TARGET_FILE:${T_NAME}>)

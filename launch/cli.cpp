@@ -6,6 +6,18 @@
 
 namespace tps {
 
+const CLI::Validator kPositive(
+    [](std::string& value) -> std::string {
+      try {
+        size_t used = 0;
+        long long v = std::stoll(value, &used);
+        if (used == value.size() && v >= 1) return "";
+      } catch (const std::exception&) {
+      }
+      return "got '" + value + "', expected an integer >= 1";
+    },
+    "INT>=1");
+
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);

@@ -11,6 +11,9 @@
 
 namespace tps {
 
+// Accepts integers >= 1 with a message that says so.
+extern const CLI::Validator kPositive;
+
 // Parses argv into app. Returns an exit code when the program should stop
 // now (--help printed: 0; a usage error printed as one line: 2).
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
                "tpsrun"};
   app.add_option("-t,--threads", o.threads, "worker threads per rank (default: one per core "
                                             "of the rank's NUMA node share)")
-      ->check(CLI::PositiveNumber);
+      ->check(tps::kPositive);
   app.add_flag("-q,--quiet", o.quiet, "print only errors to stderr");
   app.add_flag("-v,--verbose", o.verbose, "print debugging detail to stderr");
   app.require_subcommand(1);

@@ -32,7 +32,7 @@ int run(const Options& o) {
   if (o.ranks != 0 || o.threads != 0) plan = plan_placement(m, o.ranks ? o.ranks : 1, o.threads);
   std::vector<BandwidthResult> bw;
   if (o.bandwidth) {
-    if (!o.json) std::fputs("measuring memory bandwidth...\n", stderr);
+    if (!o.json && m.is_this_host) std::fputs("measuring memory bandwidth...\n", stderr);
     bw = measure_bandwidth(m, static_cast<uint64_t>(o.bandwidth_mib) << 20, o.repetitions);
   }
 
@@ -61,9 +61,9 @@ int main(int argc, char** argv) {
       "tpstopo"};
   app.add_flag("--json", o.json, "print JSON instead of text");
   app.add_option("--ranks", o.ranks, "print the placement plan for N ranks on one host")
-      ->check(CLI::PositiveNumber);
+      ->check(tps::kPositive);
   app.add_option("--threads", o.threads, "threads per rank for the plan (default: one per core)")
-      ->check(CLI::PositiveNumber);
+      ->check(tps::kPositive);
   auto* xml = app.add_option("--input", o.xml, "read the topology from an hwloc XML file "
                                                "(lstopo --of xml) instead of this host");
   app.add_option("--synthetic", o.synthetic,
@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
   app.add_option("--bandwidth-mib", o.bandwidth_mib,
                  "size of each triad array per node in MiB (default: 4x the node's L3, "
                  "256..1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(tps::kPositive);
   app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(tps::kPositive);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   return tps::run_tool("tpstopo", [&] { return run(o); });
 }

@@ -42,16 +42,18 @@ std::string machine_to_text(const Machine& m) {
   if (m.distances.empty()) {
     s += m.numa_nodes.size() > 1 ? "  NUMA distances: not reported\n" : "";
   } else {
-    s += "  NUMA distances (10 = local):\n        ";
-    for (const NumaNode& n : m.numa_nodes) s += cat("node", n.os_index, n.os_index < 10 ? "  " : " ");
+    s += "  NUMA distances (10 = local):\n          ";
+    char cell[32];
+    for (const NumaNode& n : m.numa_nodes) {
+      std::snprintf(cell, sizeof cell, "%-8s", cat("node", n.os_index).c_str());
+      s += cell;
+    }
     s += "\n";
     for (size_t i = 0; i < m.distances.size(); ++i) {
-      char head[32];
-      std::snprintf(head, sizeof head, "    node%-3d", m.numa_nodes[i].os_index);
-      s += head;
+      std::snprintf(cell, sizeof cell, "    %-6s", cat("node", m.numa_nodes[i].os_index).c_str());
+      s += cell;
       for (uint64_t d : m.distances[i]) {
-        char cell[16];
-        std::snprintf(cell, sizeof cell, "%-7llu", static_cast<unsigned long long>(d));
+        std::snprintf(cell, sizeof cell, "%-8llu", static_cast<unsigned long long>(d));
         s += cell;
       }
       s += "\n";

@@ -1,0 +1,85 @@
+// Binding decisions (pure) and binding this process on this host (real).
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstring>
+
+#include "topology/binding.h"
+#include "topology/machine.h"
+#include "topology/placement.h"
+
+namespace tps {
+namespace {
+
+Machine bound_machine(std::vector<int> bound) {
+  Machine m = load_machine_synthetic("pack:2 numa:1 core:4 pu:1");
+  m.bound_pus = std::move(bound);
+  return m;
+}
+
+TEST(Binding, UnboundProcessFollowsThePlan) {
+  Machine m = bound_machine({0, 1, 2, 3, 4, 5, 6, 7});
+  PlacementPlan plan = plan_placement(m, 2);
+  BindingDecision d = decide_binding(m, plan.ranks[1], LaunchBinding{true, ""}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(d.numa_node, 1);
+  EXPECT_EQ(d.threads, 4);
+  EXPECT_EQ(d.reason, "tps placement");
+}
+
+TEST(Binding, MpirunDefaultBindingIsReplaced) {
+  // mpirun -np 2 without --bind-to binds rank 1 to core 1: on socket 0.
+  Machine m = bound_machine({1});
+  PlacementPlan plan = plan_placement(m, 2);
+  BindingDecision d = decide_binding(m, plan.ranks[1], LaunchBinding{true, ""}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_NE(d.reason.find("replaced mpirun's default binding"), std::string::npos);
+  // --bind-to none: mpirun did not bind, tps places.
+  EXPECT_EQ(decide_binding(m, plan.ranks[1], LaunchBinding{true, "none"}, 0).numa_node, 1);
+}
+
+TEST(Binding, ExplicitMpirunBindingIsKept) {
+  Machine m = bound_machine({4, 5});
+  PlacementPlan plan = plan_placement(m, 2);
+  BindingDecision d = decide_binding(m, plan.ranks[0], LaunchBinding{true, "core"}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{4, 5}));
+  EXPECT_EQ(d.numa_node, 1);  // memory follows the cores it was given
+  EXPECT_EQ(d.threads, 2);
+  EXPECT_NE(d.reason.find("kept mpirun's binding (--bind-to core)"), std::string::npos);
+  EXPECT_EQ(decide_binding(m, plan.ranks[0], LaunchBinding{true, "core"}, 3).threads, 3);
+}
+
+TEST(Binding, TasksetOutsideMpirunIsKept) {
+  Machine m = bound_machine({2});
+  PlacementPlan plan = plan_placement(m, 1);
+  BindingDecision d = decide_binding(m, plan.ranks[0], LaunchBinding{false, ""}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{2}));
+  EXPECT_NE(d.reason.find("kept the existing CPU affinity"), std::string::npos);
+}
+
+TEST(Binding, AppliesToThisProcess) {
+  Machine m = discover_machine();
+  PlacementPlan plan = plan_placement(m, 1);
+  BindingDecision d;
+  d.pus = {m.bound_pus.front()};
+  d.numa_node = m.cores.front().numa_node;
+  AppliedBinding applied = apply_binding(m, d);
+  EXPECT_EQ(applied.pus, d.pus);
+  ASSERT_EQ(applied.memory_nodes.size(), 1u);
+  EXPECT_EQ(applied.memory_nodes[0], m.numa_nodes[d.numa_node].os_index);
+  bind_this_thread(m.bound_pus);  // undo for the tests that follow
+}
+
+TEST(Binding, NodeMemoryLandsOnItsNode) {
+  Machine m = discover_machine();
+  int node = m.numa_nodes.front().os_index;
+  size_t bytes = 4 << 20;
+  void* p = alloc_on_node(bytes, node);
+  std::memset(p, 1, bytes);  // first touch backs the pages
+  EXPECT_EQ(node_of_page(p), node);
+  EXPECT_EQ(node_of_page(static_cast<char*>(p) + bytes - 1), node);
+  free_on_node(p, bytes);
+}
+
+}  // namespace
+}  // namespace tps

@@ -1,0 +1,51 @@
+// A failing rank ends every rank within seconds, with its message: for an
+// exception, a bad-input error, a non-zero return and a rank killed outright.
+#include <gtest/gtest.h>
+
+#include "tests/tool_runner.h"
+
+namespace tps {
+namespace {
+
+using testing::run_tool;
+
+testing::ToolResult run_probe(int ranks, int fail_rank, const std::string& mode) {
+  return run_tool(std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " +
+                  MPI_FAILURE_PROBE_PATH + " " + std::to_string(fail_rank) + " " + mode);
+}
+
+constexpr double kPromptly = 15.0;  // seconds; a hang would hit the CTest timeout
+
+TEST(MpiFailure, ExceptionOnOneRankEndsAllWithItsMessage) {
+  auto r = run_probe(3, 1, "throw");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("tps: rank 1 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("internal error: probe: deliberate failure"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, kPromptly);
+}
+
+TEST(MpiFailure, InputErrorKeepsExitCode2) {
+  auto r = run_probe(2, 0, "input");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tps: rank 0 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("probe: bad input on purpose"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, kPromptly);
+}
+
+TEST(MpiFailure, NonZeroReturnEndsAll) {
+  auto r = run_probe(4, 3, "return");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("tps: rank 3 on "), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, kPromptly);
+}
+
+TEST(MpiFailure, KilledRankEndsAll) {
+  auto r = run_probe(2, 1, "kill");
+  EXPECT_NE(r.exit_code, 0);
+  // mpirun names the rank that died and the signal.
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, kPromptly);
+}
+
+}  // namespace
+}  // namespace tps

@@ -1,0 +1,99 @@
+// tpstopo as users run it: JSON for described machines against golden files,
+// exit code 2 with a one-line message for bad input, bandwidth on this host.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/tool_runner.h"
+
+namespace tps {
+namespace {
+
+using nlohmann::json;
+using testing::run_tool;
+
+std::string tpstopo(const std::string& args) { return std::string(TPSTOPO_PATH) + " " + args; }
+
+json golden(const std::string& name) {
+  std::ifstream in(std::string(TPS_TEST_DATA) + "/" + name);
+  EXPECT_TRUE(in) << "missing golden file " << name;
+  return json::parse(in);
+}
+
+void expect_json_matches(const std::string& args, const std::string& golden_name) {
+  auto r = run_tool(tpstopo(args));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json got = json::parse(r.out);
+  json want = golden(golden_name);
+  EXPECT_EQ(got, want) << "tpstopo " << args << " differs from " << golden_name
+                       << "; got:\n" << got.dump(2);
+}
+
+TEST(Tpstopo, TwoSocketSyntheticJson) {
+  expect_json_matches("--synthetic 'pack:2 numa:1 l3:1 core:4 pu:2' --ranks 2 --json",
+                      "tpstopo-2pkg.json");
+}
+
+TEST(Tpstopo, FourSocketSyntheticJson) {
+  expect_json_matches("--synthetic 'pack:4 numa:2 core:4 pu:1' --ranks 4 --json",
+                      "tpstopo-4pkg.json");
+}
+
+TEST(Tpstopo, AsymmetricXmlJson) {
+  expect_json_matches(std::string("--input ") + TPS_TEST_DATA +
+                          "/asymmetric-2pkg-cxl.xml --ranks 3 --json | sed 's|" TPS_TEST_DATA
+                          "/||'",
+                      "tpstopo-asymmetric.json");
+}
+
+TEST(Tpstopo, ThisHostText) {
+  auto r = run_tool(tpstopo("--ranks 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("machine: this host"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("this process may use PUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1: NUMA node"), std::string::npos) << r.out;
+}
+
+TEST(Tpstopo, BandwidthOnThisHost) {
+  auto r = run_tool(tpstopo("--bandwidth --bandwidth-mib 32 --repetitions 3 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_FALSE(j["bandwidth"].empty());
+  for (const json& b : j["bandwidth"]) {
+    EXPECT_GT(b["best_gb_per_s"].get<double>(), 0.1) << b.dump();
+    EXPECT_GE(b["best_gb_per_s"].get<double>(), b["median_gb_per_s"].get<double>());
+  }
+}
+
+void expect_usage_error(const std::string& args, const std::string& fragment) {
+  auto r = run_tool(tpstopo(args));
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(Tpstopo, BadInputIsOneLineAndExitCode2) {
+  expect_usage_error("--ranks 0", "--ranks: got '0', expected an integer >= 1");
+  expect_usage_error("--ranks -1", "--ranks");
+  expect_usage_error("--threads abc", "--threads");
+  expect_usage_error("--synthetic 'pack:2 core:x'", "invalid synthetic topology 'pack:2 core:x'");
+  expect_usage_error("--input /no/such.xml", "/no/such.xml");
+  expect_usage_error(std::string("--input ") + TPS_TEST_DATA + "/not-a-topology.xml",
+                     "not a valid hwloc XML topology");
+  expect_usage_error("--input a.xml --synthetic 'pack:2'", "excludes");
+  expect_usage_error("--synthetic 'pack:2 core:2 pu:1' --bandwidth", "--bandwidth measures this host");
+  expect_usage_error("--no-such-flag", "--no-such-flag");
+}
+
+TEST(Tpstopo, HelpDescribesEveryOption) {
+  auto r = run_tool(tpstopo("--help"));
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* opt : {"--json", "--ranks", "--threads", "--input", "--synthetic",
+                          "--bandwidth", "--bandwidth-mib", "--repetitions"})
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+}
+
+}  // namespace
+}  // namespace tps
