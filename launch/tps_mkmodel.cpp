@@ -1,0 +1,152 @@
+// tps-mkmodel: writes a synthetic gpt-oss GGUF file -- the real release's
+// architecture, tensor names, types and metadata, seeded random weights, the
+// real o200k_harmony vocabulary. Streams to disk with bounded memory.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "engine/gguf_reader.h"
+#include "engine/model_config.h"
+#include "engine/o200k_vocab.h"
+#include "engine/synthetic_model.h"
+#include "launch/cli.h"
+#include "runtime/error.h"
+
+namespace {
+
+struct Options {
+  std::string preset = "small";
+  std::string out;
+  uint64_t seed = 1;
+  std::string vocab_json = TPS_O200K_JSON;
+  bool if_missing = false;
+  bool quiet = false;
+  // Overrides of the preset's shape; 0 = keep.
+  uint32_t layers = 0, embd = 0, heads = 0, kv_heads = 0, head_dim = 0, experts = 0,
+           experts_used = 0, ff = 0, window = 0;
+};
+
+void apply_overrides(const Options& o, tps::ModelConfig& c) {
+  auto set = [](uint32_t v, uint32_t& field) {
+    if (v) field = v;
+  };
+  set(o.layers, c.n_layer), set(o.embd, c.n_embd), set(o.heads, c.n_head);
+  set(o.kv_heads, c.n_head_kv), set(o.head_dim, c.head_dim), set(o.experts, c.n_expert);
+  set(o.experts_used, c.n_expert_used), set(o.ff, c.n_ff_exp), set(o.window, c.sliding_window);
+  // Rows of Q8_0 and MXFP4 matrices are whole 32-element blocks.
+  auto blocks = [](uint32_t n, const char* what) {
+    if (n % 32)
+      throw tps::InputError(tps::cat(what, " = ", n, " is not a multiple of 32 (Q8_0/MXFP4 "
+                                                     "rows are whole 32-element blocks)"));
+  };
+  blocks(c.n_embd, "--embd");
+  blocks(c.q_width(), "--heads x --head-dim");
+  blocks(c.n_ff_exp, "--ff");
+  if (c.n_head % c.n_head_kv)
+    throw tps::InputError(tps::cat("--heads ", c.n_head, " is not a multiple of --kv-heads ",
+                                   c.n_head_kv));
+  if (c.head_dim % 2) throw tps::InputError(tps::cat("--head-dim ", c.head_dim, " is odd"));
+  if (c.n_expert_used > c.n_expert)
+    throw tps::InputError(tps::cat("--experts-used ", c.n_expert_used, " is more than --experts ",
+                                   c.n_expert));
+}
+
+// A complete file of this preset and seed already exists: nothing to do.
+bool up_to_date(const std::string& path, const tps::SyntheticSpec& spec) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  try {
+    tps::GgufFile f = tps::GgufFile::open(path);
+    tps::ModelConfig c = tps::read_model_config(f);
+    return f.find_string("tps.synthetic.preset") == spec.preset &&
+           f.find_u64("tps.synthetic.seed") == spec.seed && c.n_layer == spec.config.n_layer &&
+           c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert;
+  } catch (const tps::Error& e) {
+    std::fprintf(stderr, "tps-mkmodel: %s: not usable (%s); writing it again\n", path.c_str(),
+                 e.what());
+    return false;
+  }
+}
+
+long peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+int run(const Options& o) {
+  using namespace tps;
+  SyntheticSpec spec = synthetic_preset(o.preset);
+  spec.seed = o.seed;
+  apply_overrides(o, spec.config);
+  std::string out = o.out.empty() ? cat("models/gpt-oss-", o.preset, ".gguf") : o.out;
+  if (o.if_missing && up_to_date(out, spec)) {
+    if (!o.quiet) std::fprintf(stderr, "tps-mkmodel: %s is up to date\n", out.c_str());
+    return 0;
+  }
+  std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  if (!o.quiet)
+    std::fprintf(stderr, "tps-mkmodel: preset %s, seed %llu, %u layers, %u experts, d=%u: "
+                 "%.1f MB of tensors -> %s\n",
+                 spec.preset.c_str(), static_cast<unsigned long long>(spec.seed),
+                 spec.config.n_layer, spec.config.n_expert, spec.config.n_embd,
+                 synthetic_tensor_bytes(spec) / 1e6, out.c_str());
+  Vocab vocab = build_o200k_harmony_vocab(o.vocab_json);
+  write_synthetic_model(spec, vocab, out, [&](uint64_t done, uint64_t total) {
+    if (o.quiet) return;
+    std::fprintf(stderr, "\rtps-mkmodel: %5.1f%% (%.0f of %.0f MB, %.0f MB/s)", 100.0 * done / total,
+                 done / 1e6, total / 1e6, done / 1e6 / seconds());
+    if (done == total) std::fputc('\n', stderr);
+  });
+  if (!o.quiet)
+    std::fprintf(stderr, "tps-mkmodel: wrote %s in %.1f s, peak RSS %ld MiB\n", out.c_str(),
+                 seconds(), peak_rss_mib());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"tps-mkmodel: write a synthetic gpt-oss GGUF file (the real release's "
+               "architecture, tensor names, types and metadata; seeded random weights; the real "
+               "o200k_harmony vocabulary).",
+               "tps-mkmodel"};
+  std::string presets = "tiny (unit tests), small (end-to-end tests), 20b-4l (gpt-oss-20b widths, "
+                        "4 layers), 20b (the full 24-layer shape)";
+  app.add_option("--preset", o.preset, presets)
+      ->check(CLI::IsMember(tps::synthetic_preset_names()))
+      ->capture_default_str();
+  app.add_option("-o,--out", o.out, "output file (default: models/gpt-oss-PRESET.gguf)");
+  app.add_option("--seed", o.seed, "weights are a pure function of preset, shape and seed")
+      ->capture_default_str();
+  app.add_flag("--if-missing", o.if_missing,
+               "do nothing when the output is already a complete file of this preset and seed");
+  app.add_option("--vocab-json", o.vocab_json,
+                 "o200k_base ranks from the npm package tiktoken (installed by "
+                 "scripts/install-deps)")
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", o.quiet, "no progress output");
+  auto* shape = app.add_option_group("shape", "override the preset's shape");
+  shape->add_option("--layers", o.layers, "transformer blocks")->check(tps::kPositive);
+  shape->add_option("--embd", o.embd, "residual width (multiple of 32)")->check(tps::kPositive);
+  shape->add_option("--heads", o.heads, "query heads")->check(tps::kPositive);
+  shape->add_option("--kv-heads", o.kv_heads, "key/value heads")->check(tps::kPositive);
+  shape->add_option("--head-dim", o.head_dim, "head dimension (even)")->check(tps::kPositive);
+  shape->add_option("--experts", o.experts, "experts per layer")->check(tps::kPositive);
+  shape->add_option("--experts-used", o.experts_used, "experts per token (top-k)")
+      ->check(tps::kPositive);
+  shape->add_option("--ff", o.ff, "expert intermediate size (multiple of 32)")
+      ->check(tps::kPositive);
+  shape->add_option("--window", o.window, "sliding window in tokens")->check(tps::kPositive);
+  if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
+  return tps::run_tool("tps-mkmodel", [&] { return run(o); });
+}

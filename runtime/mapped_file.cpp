@@ -1,0 +1,69 @@
+#include "runtime/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace tps {
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(cat(path, ": cannot open: ", std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(cat(path, ": not a regular file"));
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) throw Error(cat(path, ": cannot map: ", std::strerror(err)));
+    data_ = static_cast<const uint8_t*>(p);
+    owned_ = true;
+  } else {
+    ::close(fd);
+  }
+}
+
+MappedFile::MappedFile(const uint8_t* data, size_t size, std::string name)
+    : path_(std::move(name)), data_(data), size_(size) {}
+
+MappedFile::~MappedFile() {
+  if (owned_ && data_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(o.data_), size_(o.size_), owned_(o.owned_) {
+  o.data_ = nullptr;
+  o.owned_ = false;
+}
+
+namespace {
+void advise(const uint8_t* base, size_t size, size_t offset, size_t bytes, int how) {
+  if (!base || offset >= size) return;
+  bytes = std::min(bytes, size - offset);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(base + offset) & ~(page - 1);
+  uintptr_t end = reinterpret_cast<uintptr_t>(base + offset + bytes);
+  madvise(reinterpret_cast<void*>(begin), end - begin, how);
+}
+}  // namespace
+
+void MappedFile::advise_willneed(size_t offset, size_t bytes) const {
+  if (owned_) advise(data_, size_, offset, bytes, MADV_WILLNEED);
+}
+
+void MappedFile::advise_dontneed(size_t offset, size_t bytes) const {
+  if (owned_) advise(data_, size_, offset, bytes, MADV_DONTNEED);
+}
+
+}  // namespace tps

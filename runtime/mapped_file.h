@@ -1,0 +1,39 @@
+// A read-only memory mapping of a whole file, unmapped on destruction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tps {
+
+class MappedFile {
+ public:
+  // Throws InputError naming the path (missing, unreadable, a directory).
+  explicit MappedFile(const std::string& path);
+  // A mapping of memory the caller owns (for parsing in-memory bytes, e.g.
+  // fuzzing): nothing is unmapped.
+  MappedFile(const uint8_t* data, size_t size, std::string name);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&&) = delete;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+  // Kernel hints for a byte range (clamped to the file): read ahead soon, or
+  // drop the pages from this process (the page cache may keep them).
+  void advise_willneed(size_t offset, size_t bytes) const;
+  void advise_dontneed(size_t offset, size_t bytes) const;
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool owned_ = false;
+};
+
+}  // namespace tps
