@@ -137,12 +137,14 @@ void quantize_row_mxfp4(const float* src, BlockMxfp4* dst, size_t n) {
     const float* x = src + b * 32;
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    // Smallest exponent whose scale fits amax within E2M1's largest value (6).
+    // ggml's choice: scale 2^(floor(log2 amax) - 2), so amax / scale is in
+    // [4, 8); values beyond 6 x scale clip to +-6 -- precision for the many
+    // small values over range for the largest.
     int e = 0;
     if (amax > 0) {
-      int exp2 = 0;
-      std::frexp(amax / 6.0f, &exp2);  // amax/6 = m * 2^exp2, m in [0.5, 1)
-      e = std::clamp(exp2 + 127, 1, 254);
+      int k = 0;
+      std::frexp(amax, &k);  // amax = m * 2^k, m in [0.5, 1): floor(log2 amax) = k - 1
+      e = std::clamp(k - 3 + 127, 1, 254);
     }
     dst[b].e = static_cast<uint8_t>(e);
     const float d = e8m0_to_fp32(static_cast<uint8_t>(e)) * 0.5f;

@@ -49,8 +49,9 @@ float e8m0_to_fp32(uint8_t e);
 void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n);
 
 // Reference quantizers (n a multiple of 32). Q8_0: d = max|x| / 127,
-// q = round(x / d). MXFP4: the scale exponent from max|x| so that the largest
-// magnitude fits the E2M1 range (6), then each value to the nearest code.
+// q = round(x / d). MXFP4: scale 2^(floor(log2 max|x|) - 2) as ggml's
+// reference does (the largest values may clip to 6 x scale), then each value
+// to the nearest code.
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, size_t n);
 void quantize_row_mxfp4(const float* src, BlockMxfp4* dst, size_t n);
 

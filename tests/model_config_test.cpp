@@ -1,0 +1,184 @@
+// The synthetic writer and the config check, together: every preset's shape
+// reloads and passes; files of another architecture, with a missing or
+// misshapen tensor, or an unsupported type, are refused by name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/gguf_reader.h"
+#include "engine/gguf_writer.h"
+#include "engine/model_config.h"
+#include "engine/o200k_vocab.h"
+#include "engine/quant_blocks.h"
+#include "engine/synthetic_model.h"
+#include "runtime/error.h"
+
+namespace tps {
+namespace {
+
+const Vocab& vocab() {
+  static const Vocab v = build_o200k_harmony_vocab(TPS_O200K_JSON);
+  return v;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          cat("tps-", getpid(), "-", name))
+      .string();
+}
+
+TEST(ModelConfig, PresetShapesMatchTheRelease) {
+  ModelConfig c = synthetic_preset("20b").config;
+  EXPECT_EQ(c.n_layer, 24u);
+  EXPECT_EQ(gpt_oss_tensors(c).size(), 459u);  // spec §4.3: 19 per layer x 24 + 3
+  // Spec §7.1: the ggml-org MXFP4 file holds 12,096,558,336 bytes of tensors.
+  EXPECT_EQ(synthetic_tensor_bytes(synthetic_preset("20b")), 12096558336ull);
+  EXPECT_TRUE(c.is_sliding_layer(0));
+  EXPECT_FALSE(c.is_sliding_layer(1));
+  EXPECT_TRUE(c.is_sliding_layer(22));
+  EXPECT_THROW(synthetic_preset("7b"), InputError);
+}
+
+TEST(ModelConfig, TinyRoundTrip) {
+  SyntheticSpec spec = synthetic_preset("tiny");
+  std::string path = temp_path("tiny.gguf");
+  uint64_t last = 0;
+  write_synthetic_model(spec, vocab(), path, [&](uint64_t done, uint64_t) { last = done; });
+  EXPECT_EQ(last, synthetic_tensor_bytes(spec));
+  GgufFile f = GgufFile::open(path);
+  ModelConfig c = read_model_config(f);
+  EXPECT_EQ(c.n_layer, spec.config.n_layer);
+  EXPECT_EQ(c.n_embd, spec.config.n_embd);
+  EXPECT_EQ(c.n_vocab, 201088u);
+  EXPECT_EQ(c.sliding_window, spec.config.sliding_window);
+  EXPECT_FLOAT_EQ(c.rope_base, 150000.0f);
+  EXPECT_EQ(f.tensor("blk.1.ffn_down_exps.weight").type, GgmlType::MXFP4);
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight").type, GgmlType::Q8_0);
+  EXPECT_EQ(f.tensor("blk.0.ffn_gate_inp.weight").type, GgmlType::F32);
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens").size(), 201088u);
+  std::filesystem::remove(path);
+}
+
+TEST(ModelConfig, SameSeedSameBytesOtherSeedOtherBytes) {
+  SyntheticSpec spec = synthetic_preset("tiny");
+  spec.config.n_layer = 1;
+  std::string a = temp_path("a.gguf"), b = temp_path("b.gguf"), c = temp_path("c.gguf");
+  write_synthetic_model(spec, vocab(), a, nullptr);
+  write_synthetic_model(spec, vocab(), b, nullptr);
+  spec.seed = 2;
+  write_synthetic_model(spec, vocab(), c, nullptr);
+  GgufFile fa = GgufFile::open(a), fb = GgufFile::open(b), fc = GgufFile::open(c);
+  const TensorView& ta = fa.tensor("blk.0.ffn_up_exps.weight");
+  const TensorView& tb = fb.tensor("blk.0.ffn_up_exps.weight");
+  const TensorView& tc = fc.tensor("blk.0.ffn_up_exps.weight");
+  EXPECT_EQ(0, std::memcmp(ta.data, tb.data, ta.bytes));
+  EXPECT_NE(0, std::memcmp(ta.data, tc.data, ta.bytes));
+  for (const std::string& p : {a, b, c}) std::filesystem::remove(p);
+}
+
+TEST(ModelConfig, GeneratedWeightsHaveTheirScale) {
+  // MXFP4 expert weights: the mean square of the decoded values is std^2.
+  TensorSpec t;
+  t.name = "blk.0.ffn_gate_exps.weight";
+  t.n_dims = 2;
+  t.ne = {2880, 64, 1, 1};
+  float stddev = 1.0f / std::sqrt(2880.0f);
+  TensorGenerator gen(t, GgmlType::MXFP4, stddev, 0, 7);
+  std::vector<uint8_t> bytes(gen.row_bytes() * 64);
+  gen.next_rows(bytes.data(), 64);
+  std::vector<float> values(2880 * 64);
+  dequantize_row(GgmlType::MXFP4, bytes.data(), values.data(), values.size());
+  double sum = 0, sum2 = 0;
+  for (float v : values) sum += v, sum2 += double(v) * v;
+  EXPECT_NEAR(sum / values.size(), 0.0, 0.1 * stddev);
+  EXPECT_NEAR(std::sqrt(sum2 / values.size()), stddev, 0.05 * stddev);
+}
+
+// A tiny model with one thing changed, written through the same writer.
+std::string variant(const std::string& name, const std::function<void(GgufWriter&)>& meta,
+                    const std::string& skip_tensor, GgmlType router_type = GgmlType::F32,
+                    uint64_t q_rows = 0) {
+  SyntheticSpec spec = synthetic_preset("tiny");
+  ModelConfig c = spec.config;
+  c.n_layer = 1;
+  std::string path = temp_path(name);
+  GgufWriter w(path);
+  meta(w);
+  std::vector<TensorSpec> tensors = gpt_oss_tensors(c);
+  std::vector<std::pair<std::string, uint64_t>> sizes;
+  for (TensorSpec t : tensors) {
+    if (t.name == skip_tensor) continue;
+    GgmlType type = t.role == TensorSpec::Role::vector ? GgmlType::F32
+                    : t.role == TensorSpec::Role::router ? router_type
+                                                         : GgmlType::F32;
+    if (q_rows && t.name == "blk.0.attn_q.weight") t.ne[1] = q_rows;
+    w.add_tensor(t.name, type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+    sizes.emplace_back(t.name, row_bytes(type, t.ne[0]) * t.ne[1] * t.ne[2] * t.ne[3]);
+  }
+  w.begin_data();
+  for (auto& [n, bytes] : sizes) {
+    std::vector<uint8_t> zeros(bytes);
+    w.write_tensor_data(n, zeros.data(), zeros.size());
+  }
+  w.finish();
+  return path;
+}
+
+void tiny_metadata(GgufWriter& w, const std::string& arch) {
+  ModelConfig c = synthetic_preset("tiny").config;
+  w.add_string("general.architecture", arch);
+  const std::string a = arch + ".";
+  w.add_u32(a + "block_count", 1);
+  w.add_u32(a + "context_length", c.n_ctx_train);
+  w.add_u32(a + "embedding_length", c.n_embd);
+  w.add_u32(a + "attention.head_count", c.n_head);
+  w.add_u32(a + "attention.head_count_kv", c.n_head_kv);
+  w.add_u32(a + "attention.key_length", c.head_dim);
+  w.add_u32(a + "expert_count", c.n_expert);
+  w.add_u32(a + "expert_used_count", c.n_expert_used);
+  w.add_u32(a + "expert_feed_forward_length", c.n_ff_exp);
+  w.add_u32(a + "attention.sliding_window", c.sliding_window);
+  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_f32(a + "rope.freq_base", 150000.0f);
+}
+
+void expect_refused(const std::string& path, const std::string& fragment) {
+  try {
+    GgufFile f = GgufFile::open(path);
+    read_model_config(f);
+    ADD_FAILURE() << "expected an error mentioning '" << fragment << "'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(ModelConfig, RefusesWhatItCannotRun) {
+  auto gpt_oss = [](GgufWriter& w) { tiny_metadata(w, "gpt-oss"); };
+  // The baseline variant is accepted (F32 everywhere is a supported file).
+  {
+    std::string ok = variant("ok.gguf", gpt_oss, "");
+    GgufFile f = GgufFile::open(ok);
+    EXPECT_EQ(read_model_config(f).n_layer, 1u);
+    std::filesystem::remove(ok);
+  }
+  expect_refused(variant("llama.gguf", [](GgufWriter& w) { tiny_metadata(w, "llama"); }, ""),
+                 "general.architecture is 'llama'");
+  expect_refused(variant("missing.gguf", gpt_oss, "blk.0.attn_sinks.weight"),
+                 "tensor 'blk.0.attn_sinks.weight' is missing");
+  expect_refused(variant("shape.gguf", gpt_oss, "", GgmlType::F32, 96),
+                 "tensor 'blk.0.attn_q.weight' has shape [64, 96], expected [64, 64]");
+  expect_refused(variant("type.gguf", gpt_oss, "", GgmlType::Q8_0),
+                 "tensor 'blk.0.ffn_gate_inp.weight' has type Q8_0");
+  expect_refused(variant("nokey.gguf", [](GgufWriter& w) {
+                   w.add_string("general.architecture", "gpt-oss");
+                 }, ""),
+                 "gpt-oss.block_count");
+}
+
+}  // namespace
+}  // namespace tps
