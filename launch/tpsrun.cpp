@@ -5,6 +5,7 @@
 
 #include "launch/cli.h"
 #include "launch/rank_setup.h"
+#include "launch/tokenize_command.h"
 #include "runtime/log.h"
 #include "runtime/mpi_session.h"
 
@@ -33,7 +34,21 @@ int main(int argc, char** argv) {
   CLI::App* place = app.add_subcommand(
       "place", "bind each rank to its cores and NUMA node, print the placement, and exit "
                "(a smoke test of the launch: the engine is not built yet)");
+  tps::TokenizeOptions tk;
+  CLI::App* tokenize = app.add_subcommand(
+      "tokenize", "print the token ids (and pieces) of a text with the model's tokenizer");
+  tokenize->add_option("-m,--model", tk.model, "GGUF model file")->required();
+  auto* text = tokenize->add_option("--text", tk.text, "text to tokenize");
+  tokenize->add_option("--file", tk.file, "file whose contents to tokenize")->excludes(text);
+  tokenize->add_flag("--json", tk.json, "print {\"ids\": [...], \"pieces\": [...]}");
+  tokenize->add_flag("--ids", tk.ids_only, "print only the ids, as a list");
+  tokenize->add_flag("!--no-parse-special", tk.parse_special,
+                     "treat <|start|> and other control-token text as plain text");
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
+  if (tokenize->parsed()) {
+    // A local utility: no ranks, no binding.
+    return tps::run_tool("tpsrun", [&] { return tps::run_tokenize(tk); });
+  }
 
   tps::log_configure(o.quiet     ? tps::LogLevel::quiet
                      : o.verbose ? tps::LogLevel::debug

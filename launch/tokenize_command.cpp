@@ -1,0 +1,46 @@
+#include "launch/tokenize_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/gguf_reader.h"
+#include "engine/tokenizer.h"
+#include "runtime/error.h"
+
+namespace tps {
+
+int run_tokenize(const TokenizeOptions& o) {
+  if (o.text.empty() && o.file.empty()) throw InputError("tokenize: give --text TEXT or --file FILE");
+  std::string text = o.text;
+  if (!o.file.empty()) {
+    std::ifstream in(o.file, std::ios::binary);
+    if (!in) throw InputError(cat(o.file, ": cannot read"));
+    std::stringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  }
+  GgufFile file = GgufFile::open(o.model);
+  Tokenizer tok = Tokenizer::from_gguf(file);
+  std::vector<int32_t> ids = tok.encode(text, o.parse_special);
+  if (o.json) {
+    nlohmann::json j = {{"ids", ids}, {"pieces", nlohmann::json::array()}};
+    for (int32_t id : ids) j["pieces"].push_back(tok.token_bytes(id));
+    // Pieces may be partial UTF-8 (a character split across tokens).
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else if (o.ids_only) {
+    std::string line = "[";
+    for (size_t i = 0; i < ids.size(); ++i) line += cat(i ? ", " : "", ids[i]);
+    std::printf("%s]\n", line.c_str());
+  } else {
+    for (int32_t id : ids) {
+      std::string piece = nlohmann::json(tok.token_bytes(id))
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      std::printf("%6d -> %s\n", id, piece.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace tps
