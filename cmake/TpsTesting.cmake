@@ -1,7 +1,8 @@
 # Test registration helpers. Every test is a GoogleTest binary run through CTest.
 #
-#   tps_add_gtest(NAME name SOURCES a.cpp ... LIBS lib ... [LABELS l ...])
-#       one process; each TEST() becomes its own CTest entry.
+#   tps_add_gtest(NAME name SOURCES a.cpp ... LIBS lib ... [LABELS l ...] [FIXTURES f ...])
+#       one process; each TEST() becomes its own CTest entry. FIXTURES names
+#       CTest fixtures its tests need (test_models: the synthetic models).
 #   tps_add_mpi_gtest(NAME name SOURCES ... LIBS ... RANKS 2 3 4 [LABELS ...])
 #       the same binary run under `mpirun -np K --oversubscribe` for each K;
 #       the binary links tests/mpi_gtest_main.cpp, which owns MPI init.
@@ -20,15 +21,17 @@ list(JOIN TPS_MPI_TEST_ENV " " TPS_MPI_TEST_ENV_WORDS)
 set(TPS_MPIEXEC ${MPIEXEC_EXECUTABLE} --oversubscribe)
 
 function(tps_add_gtest)
-  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS;FIXTURES" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest_main)
   target_compile_definitions(${T_NAME} PRIVATE
     TPS_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
     # For tests that start mpirun themselves, with the MPI tests' environment.
     TPS_MPIEXEC="env ${TPS_MPI_TEST_ENV_WORDS} ${MPIEXEC_EXECUTABLE} --oversubscribe")
-  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "unit;${T_LABELS}" TIMEOUT 120
-                       DISCOVERY_TIMEOUT 60)
+  list(JOIN T_FIXTURES "\\;" fixtures)
+  gtest_discover_tests(${T_NAME}
+    PROPERTIES LABELS "unit;${T_LABELS}" TIMEOUT 120 FIXTURES_REQUIRED "${fixtures}"
+    DISCOVERY_TIMEOUT 60)
 endfunction()
 
 function(tps_add_mpi_gtest)

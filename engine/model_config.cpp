@@ -144,3 +144,25 @@ ModelConfig read_model_config(const GgufFile& f) {
 }
 
 }  // namespace tps
+
+namespace tps {
+
+ModelShape model_shape(const GgufFile& f, const ModelConfig& c) {
+  ModelShape s;
+  s.layer_bytes.assign(c.n_layer, 0);
+  for (const TensorView& t : f.tensors()) {
+    std::string_view n = t.name;
+    if (n.starts_with("blk.")) {
+      size_t dot = n.find('.', 4);
+      uint32_t layer = static_cast<uint32_t>(std::stoul(std::string(n.substr(4, dot - 4))));
+      if (layer < c.n_layer) s.layer_bytes[layer] += t.bytes;
+    } else if (n.starts_with("token_embd")) {
+      s.input_bytes += t.bytes;
+    } else if (n.starts_with("output")) {
+      s.output_bytes += t.bytes;
+    }
+  }
+  return s;
+}
+
+}  // namespace tps

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/ggml_types.h"
+#include "topology/model_shape.h"
 
 namespace tps {
 
@@ -70,5 +71,8 @@ bool type_supported(TensorSpec::Role role, GgmlType type);
 // naming the file and the key or tensor: another architecture, a missing key
 // or tensor, a wrong shape, an unsupported type.
 ModelConfig read_model_config(const GgufFile& file);
+
+// Bytes per layer, embeddings and output head, for planning.
+ModelShape model_shape(const GgufFile& file, const ModelConfig& config);
 
 }  // namespace tps

@@ -6,6 +6,7 @@
 
 #include "runtime/error.h"
 #include "topology/machine.h"
+#include "topology/model_shape.h"
 #include "topology/placement.h"
 
 namespace tps {
@@ -209,6 +210,39 @@ TEST(Placement, BadInputIsAnInputError) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("no usable core"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace tps
+
+namespace tps {
+namespace {
+
+TEST(SplitLayers, BalancedContiguousRanges) {
+  ModelShape s;
+  s.layer_bytes.assign(24, 100);
+  s.input_bytes = 200;
+  s.output_bytes = 200;
+  for (int ranks = 1; ranks <= 24; ++ranks) {
+    std::vector<LayerRange> r = split_layers(s, ranks);
+    ASSERT_EQ(static_cast<int>(r.size()), ranks);
+    uint64_t total = 0, most = 0;
+    for (int i = 0; i < ranks; ++i) {
+      EXPECT_EQ(r[i].begin, i == 0 ? 0 : r[i - 1].end);
+      EXPECT_GT(r[i].end, r[i].begin) << "rank " << i << " of " << ranks << " has no layer";
+      total += r[i].bytes;
+      most = std::max(most, r[i].bytes);
+    }
+    EXPECT_EQ(r.back().end, 24);
+    EXPECT_EQ(total, s.total());
+    // No rank holds more than its share plus one layer and the embeddings.
+    EXPECT_LE(most, s.total() / ranks + 100 + 200) << ranks << " ranks";
+  }
+  std::vector<LayerRange> two = split_layers(s, 2);
+  EXPECT_EQ(two[0].end, 12);
+  EXPECT_EQ(two[0].bytes, 1400u);
+  EXPECT_THROW(split_layers(s, 25), InputError);
+  EXPECT_THROW(split_layers(s, 0), InputError);
 }
 
 }  // namespace

@@ -47,6 +47,24 @@ TEST(Tpstopo, AsymmetricXmlJson) {
                       "tpstopo-asymmetric.json");
 }
 
+TEST(Tpstopo, ModelBytesPerRank) {
+  auto r = run_tool(tpstopo("--synthetic 'pack:2 [numa(memory=1000000)] core:2 pu:1' --model " +
+                            std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json m = json::parse(r.out)["model"];
+  ASSERT_EQ(m["ranks"].size(), 2u);  // one rank per node by default
+  EXPECT_EQ(m["ranks"][0]["layers"], json::array({0, 1}));
+  EXPECT_EQ(m["ranks"][1]["layers"], json::array({1, 2}));
+  EXPECT_EQ(m["ranks"][0]["embeddings"], true);
+  EXPECT_EQ(m["ranks"][1]["output"], true);
+  uint64_t sum = m["ranks"][0]["bytes"].get<uint64_t>() + m["ranks"][1]["bytes"].get<uint64_t>();
+  EXPECT_EQ(sum, m["weight_bytes"].get<uint64_t>());
+  EXPECT_EQ(m["ranks"][0]["fits"], false);  // 1 MB nodes hold no 13 MB share
+  auto bad = run_tool(tpstopo("--model /no/such.gguf"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("/no/such.gguf: cannot open"), std::string::npos) << bad.err;
+}
+
 TEST(Tpstopo, ThisHostText) {
   auto r = run_tool(tpstopo("--ranks 2"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -127,6 +127,13 @@ void free_on_node(void* p, size_t bytes) {
   if (p) numa_free(p, bytes);
 }
 
+uint64_t node_free_bytes(int node_os_index) {
+  if (numa_available() < 0) return 0;
+  long long free = 0;
+  if (numa_node_size64(node_os_index, &free) < 0 || free < 0) return 0;
+  return static_cast<uint64_t>(free);
+}
+
 int node_of_page(const void* p) {
   int node = -1;
   void* page = const_cast<void*>(p);
