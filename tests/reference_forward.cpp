@@ -17,15 +17,30 @@ std::vector<float> dequantize(const TensorView& t, uint64_t first_row, uint64_t 
   return out;
 }
 
-std::vector<double> matvec(const std::vector<float>& w, int rows, int cols, const double* x) {
-  std::vector<double> y(rows);
-  for (int r = 0; r < rows; ++r) {
+}  // namespace
+
+// y = W x, with x rounded through Q8_0 first when the weights are quantized
+// and the model was asked to do so.
+std::vector<double> ReferenceModel::matvec(const Matrix& m, const double* x_in) const {
+  std::vector<double> x(x_in, x_in + m.cols);
+  if (m.q8_inputs) {
+    std::vector<float> f(x.begin(), x.end()), back(m.cols);
+    std::vector<BlockQ8_0> q(m.cols / 32);
+    quantize_row_q8_0(f.data(), q.data(), m.cols);
+    dequantize_row(GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(q.data()), back.data(), m.cols);
+    x.assign(back.begin(), back.end());
+  }
+  std::vector<double> y(m.rows);
+  for (int r = 0; r < m.rows; ++r) {
     double s = 0;
-    for (int c = 0; c < cols; ++c) s += static_cast<double>(w[size_t(r) * cols + c]) * x[c];
+    const float* row = m.row(r);
+    for (int c = 0; c < m.cols; ++c) s += static_cast<double>(row[c]) * x[c];
     y[r] = s;
   }
   return y;
 }
+
+namespace {
 
 std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<float>& g, float eps) {
   double ss = 0;
@@ -45,6 +60,7 @@ ReferenceModel::Matrix ReferenceModel::matrix(const GgufFile& f, const std::stri
   m.cols = static_cast<int>(t.ne[0]);
   m.rows = static_cast<int>(t.ne[1]);
   m.w = dequantize(t, expert < 0 ? 0 : uint64_t(expert) * t.ne[1], t.ne[1]);
+  m.q8_inputs = q8_ && (t.type == GgmlType::Q8_0 || t.type == GgmlType::MXFP4);
   return m;
 }
 
@@ -53,8 +69,8 @@ std::vector<float> ReferenceModel::vec(const GgufFile& f, const std::string& nam
   return dequantize(t, row < 0 ? 0 : row, 1);
 }
 
-ReferenceModel::ReferenceModel(const GgufFile& f, bool yarn_truncate)
-    : c_(read_model_config(f)), truncate_(yarn_truncate) {
+ReferenceModel::ReferenceModel(const GgufFile& f, bool yarn_truncate, bool q8_inputs)
+    : c_(read_model_config(f)), truncate_(yarn_truncate), q8_(q8_inputs) {
   embd_ = matrix(f, "token_embd.weight");
   out_ = matrix(f, "output.weight");
   out_norm_ = vec(f, "output_norm.weight");
@@ -81,7 +97,8 @@ ReferenceModel::ReferenceModel(const GgufFile& f, bool yarn_truncate)
   }
 }
 
-std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_t>& tokens) const {
+std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_t>& tokens,
+                                                        bool last_only) const {
   const int T = static_cast<int>(tokens.size()), d = c_.n_embd, hd = c_.head_dim;
   const int n_head = c_.n_head, n_kv = c_.n_head_kv, group = n_head / n_kv;
 
@@ -122,9 +139,9 @@ std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_
     std::vector<std::vector<double>> q(T), k(T), v(T);
     for (int t = 0; t < T; ++t) {
       std::vector<double> a = rmsnorm(x[t], L.attn_norm, c_.rms_eps);
-      q[t] = matvec(L.wq.w, L.wq.rows, d, a.data());
-      k[t] = matvec(L.wk.w, L.wk.rows, d, a.data());
-      v[t] = matvec(L.wv.w, L.wv.rows, d, a.data());
+      q[t] = matvec(L.wq, a.data());
+      k[t] = matvec(L.wk, a.data());
+      v[t] = matvec(L.wv, a.data());
       for (int i = 0; i < L.wq.rows; ++i) q[t][i] += L.bq[i];
       for (int i = 0; i < L.wk.rows; ++i) k[t][i] += L.bk[i], v[t][i] += L.bv[i];
       rope(q[t], n_head, t);
@@ -153,13 +170,13 @@ std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_
           for (int i = 0; i < hd; ++i) o[h * hd + i] += w * v[s][g * hd + i];
         }
       }
-      std::vector<double> attn = matvec(L.wo.w, d, L.wo.cols, o.data());
+      std::vector<double> attn = matvec(L.wo, o.data());
       for (int i = 0; i < d; ++i) x[t][i] += attn[i] + L.bo[i];
     }
     // MoE: router top-k by raw logit, softmax over the chosen, clamped SwiGLU.
     for (int t = 0; t < T; ++t) {
       std::vector<double> m = rmsnorm(x[t], L.post_norm, c_.rms_eps);
-      std::vector<double> r = matvec(L.router.w, c_.n_expert, d, m.data());
+      std::vector<double> r = matvec(L.router, m.data());
       for (uint32_t e = 0; e < c_.n_expert; ++e) r[e] += L.router_b[e];
       std::vector<int> order(c_.n_expert);
       std::iota(order.begin(), order.end(), 0);
@@ -171,25 +188,25 @@ std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_
       const double limit = c_.swiglu_limit, alpha = c_.swiglu_alpha;
       for (int e : order) {
         double w = std::exp(r[e] - mx) / sum;
-        std::vector<double> g = matvec(L.gate[e].w, c_.n_ff_exp, d, m.data());
-        std::vector<double> u = matvec(L.up[e].w, c_.n_ff_exp, d, m.data());
+        std::vector<double> g = matvec(L.gate[e], m.data());
+        std::vector<double> u = matvec(L.up[e], m.data());
         std::vector<double> act(c_.n_ff_exp);
         for (uint32_t i = 0; i < c_.n_ff_exp; ++i) {
           double gi = std::min(g[i] + L.gate_b[e][i], limit);
           double ui = std::clamp(u[i] + L.up_b[e][i], -limit, limit);
           act[i] = gi / (1 + std::exp(-alpha * gi)) * (ui + 1);
         }
-        std::vector<double> y = matvec(L.down[e].w, d, c_.n_ff_exp, act.data());
+        std::vector<double> y = matvec(L.down[e], act.data());
         for (int i = 0; i < d; ++i) out[i] += w * (y[i] + L.down_b[e][i]);
       }
       for (int i = 0; i < d; ++i) x[t][i] += out[i];
     }
   }
-  std::vector<std::vector<float>> logits(T);
-  for (int t = 0; t < T; ++t) {
+  std::vector<std::vector<float>> logits;
+  for (int t = last_only ? T - 1 : 0; t < T; ++t) {
     std::vector<double> y = rmsnorm(x[t], out_norm_, c_.rms_eps);
-    std::vector<double> lg = matvec(out_.w, out_.rows, d, y.data());
-    logits[t].assign(lg.begin(), lg.end());
+    std::vector<double> lg = matvec(out_, y.data());
+    logits.emplace_back(lg.begin(), lg.end());
   }
   return logits;
 }

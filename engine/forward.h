@@ -1,0 +1,79 @@
+// The gpt-oss forward pass on one rank (spec §2): embeddings, then per
+// layer attention (q/k/v/o with biases, YaRN RoPE, grouped-query attention
+// with per-head sinks, a sliding window on the layers the config says) and
+// the MoE block (router with bias, top-k, softmax over the chosen, clamped
+// SwiGLU experts, weighted sum), residuals, final norm, unembedding.
+//
+// A Session is one conversation: its KV cache and every activation buffer,
+// sized once; forward() allocates nothing. Prompt tokens go through in
+// batches (each weight row read once per batch); a decode step is a batch
+// of one. Work is split by rows across the thread pool, each output element
+// computed by one thread, so results do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/kernels/matmul.h"
+#include "engine/model_config.h"
+#include "engine/rope.h"
+#include "engine/weights.h"
+#include "runtime/thread_pool.h"
+
+namespace tps {
+
+struct SessionOptions {
+  int n_ctx = 4096;        // positions the KV cache holds
+  int max_batch = 128;     // prompt tokens per forward step
+  bool yarn_truncate = false;  // llama.cpp's rounded YaRN range (see rope.h)
+};
+
+class Session {
+ public:
+  Session(const ModelConfig& config, const ModelWeights& weights, const SessionOptions& options,
+          ThreadPool& pool, const DotKernels& kernels);
+
+  // Runs tokens at the next positions. Logits: of the last token into
+  // `logits` ([vocab]), or of every token ([n][vocab]) when all_logits.
+  // Throws InputError if the tokens do not fit in the context.
+  void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
+
+  int position() const { return pos_; }
+  int context() const { return opt_.n_ctx; }
+  void reset() { pos_ = 0; }
+
+ private:
+  void step(const int32_t* tokens, int n, bool all_logits, float* logits);
+  void attention(int layer, int n);
+  void moe(int layer, int n);
+  void prepare(const float* x, int n, int64_t cols, bool quantize);  // fills act_
+  void parallel_rows(const Matrix& w, const float* bias, float* y, int n);
+
+  const ModelConfig& c_;
+  const ModelWeights& w_;
+  SessionOptions opt_;
+  ThreadPool& pool_;
+  const DotKernels& dot_;
+  RopeTable rope_;
+  int pos_ = 0;
+
+  // KV cache per layer: [slots][kv_width] f32; slot = position % slots.
+  std::vector<std::vector<float>> k_cache_, v_cache_;
+  std::vector<int> slots_;
+
+  // Activations, [max_batch][width] f32.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, router_;
+  std::vector<BlockQ8_0> xq_;  // quantized input of the current product
+  Activations act_;
+  // MoE: per token its experts and weights; per active expert, its tokens.
+  std::vector<int> topk_;        // [max_batch][k]
+  std::vector<float> topk_w_;    // [max_batch][k]
+  std::vector<float> gate_up_;   // [rows of all active experts][max_batch]
+  std::vector<float> act_ff_;    // [active][max_batch][ff]
+  std::vector<BlockQ8_0> act_q_;
+  std::vector<float> down_;      // [active][max_batch][d]
+  std::vector<std::vector<float>> scores_;  // per thread: attention scores [n_ctx + 1]
+};
+
+}  // namespace tps

@@ -1,0 +1,53 @@
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/kernels/dot.h"
+#include "runtime/error.h"
+
+namespace tps {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512-vnni";
+  }
+  return "?";
+}
+
+const DotKernels& dot_kernels(Isa isa) {
+  switch (isa) {
+    case Isa::avx2: return kDotAvx2;
+    case Isa::avx512: return kDotAvx512;
+    default: return kDotScalar;
+  }
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out{Isa::scalar};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    out.push_back(Isa::avx2);
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+      out.push_back(Isa::avx512);
+  }
+  return out;
+}
+
+const DotKernels& best_dot_kernels() {
+  static const DotKernels& chosen = [] () -> const DotKernels& {
+    std::vector<Isa> isas = supported_isas();
+    if (const char* want = std::getenv("TPS_ISA")) {
+      for (Isa isa : isas)
+        if (std::strcmp(want, isa_name(isa)) == 0 || (std::strcmp(want, "avx512") == 0 && isa == Isa::avx512))
+          return dot_kernels(isa);
+      throw InputError(cat("TPS_ISA=", want, ": not supported by this CPU (expected scalar, avx2 "
+                           "or avx512)"));
+    }
+    return dot_kernels(isas.back());
+  }();
+  return chosen;
+}
+
+}  // namespace tps

@@ -1,0 +1,16 @@
+// AVX-512 (VNNI, VL, BW) dot products (compiled with those flags only).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "engine/kernels/dot.h"
+
+namespace tps {
+namespace avx512 {
+#include "engine/kernels/dot_simd.inl"
+}  // namespace avx512
+
+const DotKernels kDotAvx512{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::f32, avx512::f16,
+                            avx512::bf16};
+
+}  // namespace tps

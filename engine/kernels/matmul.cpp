@@ -1,0 +1,30 @@
+#include "engine/kernels/matmul.h"
+
+#include "runtime/error.h"
+
+namespace tps {
+
+void quantize_activations(const float* x, int tokens, int64_t cols, BlockQ8_0* out) {
+  for (int t = 0; t < tokens; ++t) quantize_row_q8_0(x + t * cols, out + t * (cols / 32), cols);
+}
+
+void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_t row_end,
+                 const Activations& x, float* y, int64_t y_stride) {
+  const int64_t n = w.cols;
+  auto run = [&](auto dot, auto input, int64_t input_stride) {
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const uint8_t* row = w.row(r);
+      for (int t = 0; t < x.tokens; ++t) y[t * y_stride + r] = dot(row, input + t * input_stride, n);
+    }
+  };
+  switch (w.type) {
+    case GgmlType::Q8_0: return run(k.q8_0, x.q, n / 32);
+    case GgmlType::MXFP4: return run(k.mxfp4, x.q, n / 32);
+    case GgmlType::F32: return run(k.f32, x.f, n);
+    case GgmlType::F16: return run(k.f16, x.f, n);
+    case GgmlType::BF16: return run(k.bf16, x.f, n);
+    default: throw InputError(cat("no kernel for weights of type ", type_name(w.type)));
+  }
+}
+
+}  // namespace tps
