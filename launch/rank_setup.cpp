@@ -1,5 +1,6 @@
 #include "launch/rank_setup.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/log.h"
@@ -14,6 +15,16 @@ RankSetup setup_rank(const MpiSession& mpi, int threads_override) {
   s.binding = decide_binding(s.machine, s.plan.ranks.at(mpi.local_rank()), read_launch_binding(),
                              threads_override);
   s.applied = apply_binding(s.machine, s.binding);
+  std::vector<int> siblings;
+  for (const Core& core : s.machine.cores) {
+    bool first = true;
+    for (int pu : core.pus) {
+      if (!std::binary_search(s.binding.pus.begin(), s.binding.pus.end(), pu)) continue;
+      (first ? s.thread_pus : siblings).push_back(pu);
+      first = false;
+    }
+  }
+  s.thread_pus.insert(s.thread_pus.end(), siblings.begin(), siblings.end());
 
   const Machine& m = s.machine;
   const BindingDecision& b = s.binding;

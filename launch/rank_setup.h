@@ -15,6 +15,9 @@ struct RankSetup {
   PlacementPlan plan;          // for the ranks on this host
   BindingDecision binding;     // what this rank applied
   AppliedBinding applied;      // what the kernel reports
+  // PUs for the rank's worker threads in order: one per core first, then
+  // the cores' SMT siblings.
+  std::vector<int> thread_pus;
 };
 
 // threads_override > 0 replaces the default of one thread per core.

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "launch/cli.h"
+#include "launch/generate_command.h"
 #include "launch/rank_setup.h"
 #include "launch/tokenize_command.h"
 #include "runtime/log.h"
@@ -17,23 +18,63 @@ struct Options {
   bool verbose = false;
 };
 
+// The embedded default: the small synthetic model scripts/demo makes.
+const char* kDefaultModel = "models/gpt-oss-small.gguf";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  tps::RunOptions run;
+  run.model = kDefaultModel;
   CLI::App app{"tpsrun: run gpt-oss models on CPUs, one MPI rank per NUMA node.\n"
-               "Start it as `mpirun -np N tpsrun SUBCOMMAND ...`: each rank places and binds "
-               "itself (one rank per socket/NUMA node).",
+               "Start it as `mpirun -np N tpsrun ...`: each rank places and binds itself. "
+               "Without a subcommand it generates text from -p PROMPT.",
                "tpsrun"};
   app.add_option("-t,--threads", o.threads, "worker threads per rank (default: one per core "
-                                            "of the rank's NUMA node share)")
+                                            "of the rank's share of its NUMA node)")
       ->check(tps::kPositive);
   app.add_flag("-q,--quiet", o.quiet, "print only errors to stderr");
   app.add_flag("-v,--verbose", o.verbose, "print debugging detail to stderr");
-  app.require_subcommand(1);
+  app.add_option("-m,--model", run.model, "GGUF model file")->capture_default_str();
+  app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)");
+  app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str();
+  app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
+      ->capture_default_str();
+  app.add_option("--top-k", run.sampler.top_k, "keep the k most likely tokens; 0 = off")
+      ->capture_default_str();
+  app.add_option("--top-p", run.sampler.top_p, "nucleus sampling in (0, 1]; 1 = off")
+      ->capture_default_str();
+  app.add_option("--min-p", run.sampler.min_p, "drop tokens below min-p x the best; 0 = off")
+      ->capture_default_str();
+  auto* seed = app.add_option("--seed", run.sampler.seed, "sampling seed (default: random, "
+                                                          "reported in --json)");
+  app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
+      ->check(tps::kPositive)->capture_default_str();
+  app.add_option("--batch", run.batch, "prompt tokens per forward step")
+      ->check(tps::kPositive)->capture_default_str();
+  app.add_flag("--chat", run.chat, "wrap the prompt in the harmony chat format and print only "
+                                   "the final channel");
+  app.add_flag("--show-analysis", run.show_analysis, "with --chat, print the analysis channel too");
+  app.add_option("--reasoning", run.reasoning, "with --chat: low, medium or high")
+      ->check(CLI::IsMember({"low", "medium", "high"}))->capture_default_str();
+  app.add_flag("--json", run.json, "print one JSON object (text, ids, timings) instead of text");
+  app.add_option("--top-logprobs", run.top_logprobs,
+                 "report each generated token's log-probability and the K most likely")
+      ->check(CLI::Range(0, 100));
+  app.add_flag("--yarn-truncate", run.yarn_truncate,
+               "round the YaRN correction range to whole dimensions as llama.cpp does (the "
+               "default follows the OpenAI reference)");
+  app.require_subcommand(0, 1);
+
   CLI::App* place = app.add_subcommand(
-      "place", "bind each rank to its cores and NUMA node, print the placement, and exit "
-               "(a smoke test of the launch: the engine is not built yet)");
+      "place", "bind each rank to its cores and NUMA node, print the placement, and exit");
+  CLI::App* score = app.add_subcommand(
+      "score", "teacher forcing: the log-probability of each next token of a given sequence "
+               "and the top alternatives (uses -m, --top-logprobs, --json)");
+  score->add_option("--ids", run.ids_file, "file of token ids separated by white space")->required();
+  score->fallthrough();
+
   tps::TokenizeOptions tk;
   CLI::App* tokenize = app.add_subcommand(
       "tokenize", "print the token ids (and pieces) of a text with the model's tokenizer");
@@ -45,18 +86,26 @@ int main(int argc, char** argv) {
   tokenize->add_flag("!--no-parse-special", tk.parse_special,
                      "treat <|start|> and other control-token text as plain text");
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
-  if (tokenize->parsed()) {
-    // A local utility: no ranks, no binding.
+  run.seed_given = seed->count() > 0;
+  if (tokenize->parsed())  // a local utility: no ranks, no binding
     return tps::run_tool("tpsrun", [&] { return tps::run_tokenize(tk); });
-  }
 
   tps::log_configure(o.quiet     ? tps::LogLevel::quiet
                      : o.verbose ? tps::LogLevel::debug
                                  : tps::LogLevel::info,
                      0, 1);
+  if (!place->parsed() && !score->parsed() && run.prompt.empty()) {
+    std::fprintf(stderr, "tpsrun: give a prompt with -p PROMPT, or a subcommand (see tpsrun --help)\n");
+    return 2;
+  }
   return tps::run_on_all_ranks(argc, argv, [&](tps::MpiSession& mpi) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;
-    return 0;
+    if (mpi.rank() != 0) return 0;  // see the note below
+    if (mpi.size() > 1)
+      tps::log_info("tps: note: rank 0 runs the whole model; ranks 1..", mpi.size() - 1,
+                    " are idle until the split across ranks is built");
+    return score->parsed() ? tps::run_score(run, setup.binding.threads, setup.thread_pus)
+                           : tps::run_generate(run, setup.binding.threads, setup.thread_pus);
   });
 }
