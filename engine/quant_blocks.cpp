@@ -63,8 +63,6 @@ uint16_t fp32_to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
 }
 
-float e8m0_to_fp32(uint8_t e) { return std::ldexp(1.0f, static_cast<int>(e) - 127); }
-
 void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
   switch (type) {
     case GgmlType::F32:
@@ -107,7 +105,7 @@ void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
       for (size_t b = 0; b < n / 32; ++b) {
         BlockMxfp4 blk;
         std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
-        const float d = e8m0_to_fp32(blk.e) * 0.5f;  // the table is doubled
+        const float d = kE8m0Half[blk.e];  // the table is doubled
         for (int j = 0; j < 16; ++j) {
           dst[b * 32 + j] = d * kMxfp4DoubledValues[blk.qs[j] & 0x0F];
           dst[b * 32 + j + 16] = d * kMxfp4DoubledValues[blk.qs[j] >> 4];
@@ -147,7 +145,7 @@ void quantize_row_mxfp4(const float* src, BlockMxfp4* dst, size_t n) {
       e = std::clamp(k - 3 + 127, 1, 254);
     }
     dst[b].e = static_cast<uint8_t>(e);
-    const float d = e8m0_to_fp32(static_cast<uint8_t>(e)) * 0.5f;
+    const float d = kE8m0Half[e];
     auto code = [&](float v) {
       int best = 0;
       float err = INFINITY;

@@ -3,6 +3,8 @@
 // tested against, and what the synthetic model writer quantizes with.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -41,8 +43,19 @@ float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);  // round to nearest even; overflow -> inf
 float bf16_to_fp32(uint16_t b);
 uint16_t fp32_to_bf16(float f);  // round to nearest even; NaN stays NaN
+// 2^k as a float for k in [-149, 127], built from its bits (exact, constexpr).
+constexpr float exp2_int(int k) {
+  return k >= -126 ? std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23)
+                   : std::bit_cast<float>(uint32_t{0x00400000} >> (-127 - k));
+}
 // 2^(e - 127) as a float (e = 0 gives 2^-127, a denormal; 255 is not special).
-float e8m0_to_fp32(uint8_t e);
+constexpr float e8m0_to_fp32(uint8_t e) { return exp2_int(static_cast<int>(e) - 127); }
+// 2^(e - 128), the scale that goes with the doubled E2M1 table, by lookup.
+inline constexpr std::array<float, 256> kE8m0Half = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[e] = exp2_int(e - 128);
+  return t;
+}();
 
 // Decodes n elements of a row of type into floats. Supported: F32, F16,
 // BF16, Q8_0, Q4_0, MXFP4; others throw InputError naming the type.

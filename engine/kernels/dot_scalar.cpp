@@ -29,7 +29,7 @@ float mxfp4(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
       s += kMxfp4DoubledValues[wb[1 + j] >> 4] * x[b].qs[j + 16];
     }
     // The table is doubled: scale by 2^(e - 128).
-    sum += e8m0_to_fp32(wb[0]) * 0.5f * fp16_to_fp32(x[b].d) * static_cast<float>(s);
+    sum += kE8m0Half[wb[0]] * fp16_to_fp32(x[b].d) * static_cast<float>(s);
   }
   return sum;
 }
