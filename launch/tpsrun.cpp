@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", o.quiet, "print only errors to stderr");
   app.add_flag("-v,--verbose", o.verbose, "print debugging detail to stderr");
   app.add_option("-m,--model", run.model, "GGUF model file")->capture_default_str();
-  app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)");
+  auto* prompt = app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)");
   app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str();
   app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
       ->capture_default_str();
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
                      : o.verbose ? tps::LogLevel::debug
                                  : tps::LogLevel::info,
                      0, 1);
-  if (!place->parsed() && !score->parsed() && run.prompt.empty()) {
+  if (!place->parsed() && !score->parsed() && prompt->count() == 0) {
     std::fprintf(stderr, "tpsrun: give a prompt with -p PROMPT, or a subcommand (see tpsrun --help)\n");
     return 2;
   }

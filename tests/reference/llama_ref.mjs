@@ -5,6 +5,16 @@
 //     Loads the file, checks llama.cpp sees a gpt-oss model, tokenizes a
 //     string and evaluates a few tokens; prints a JSON summary to stdout.
 //     Exit 0 on success; on failure one line "llama_ref: ..." on stderr, exit 1.
+//
+//   node llama_ref.mjs score MODEL.gguf IDS_FILE [TOP_K] [THREADS]
+//     Teacher forcing: feeds the ids (white-space separated) and prints, for
+//     every position i, the log-probability of ids[i + 1] and the TOP_K most
+//     likely next tokens with their log-probabilities (natural log, over the
+//     whole vocabulary, from llama.cpp's raw logits), as JSON -- the same
+//     shape as `tpsrun score --json`. llama.cpp's defaults otherwise (flash
+//     attention auto, F16 KV cache); TPS_LLAMA_FLASH_ATTENTION=off turns
+//     flash attention off, to see how far llama.cpp moves on its own.
+import { readFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
 function fail(message) {
@@ -47,10 +57,45 @@ async function check(modelPath) {
   process.stdout.write(JSON.stringify(summary) + "\n");
 }
 
+async function score(modelPath, idsPath, topK, threads) {
+  const ids = readFileSync(idsPath, "utf8").trim().split(/\s+/).map(Number);
+  const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+  const model = await llama.loadModel({ modelPath });
+  const context = await model.createContext({ contextSize: Math.max(256, ids.length + 8), threads,
+    flashAttention: process.env.TPS_LLAMA_FLASH_ATTENTION === "off" ? false : "auto" });
+  const sequence = context.getSequence();
+  const t0 = performance.now();
+  const results = await sequence.controlledEvaluate(
+    ids.map((id) => [id, { generateNext: { logits: true } }]));
+  const seconds = (performance.now() - t0) / 1000;
+  const positions = [];
+  for (let i = 0; i + 1 < ids.length; ++i) {
+    const logits = results[i]?.next?.logits;
+    if (!logits) fail(`no logits for position ${i}`);
+    let max = -Infinity;
+    for (const v of logits.values()) max = Math.max(max, v);
+    let sum = 0;
+    for (const v of logits.values()) sum += Math.exp(v - max);
+    const lse = max + Math.log(sum);
+    const top = [];
+    for (const [id, v] of logits) {  // sorted by logit, highest first
+      if (top.length >= topK) break;
+      top.push([id, v - lse]);
+    }
+    positions.push({ pos: i, next: ids[i + 1], next_logprob: (logits.get(ids[i + 1]) ?? -Infinity) - lse, top });
+  }
+  await context.dispose();
+  await model.dispose();
+  process.stdout.write(JSON.stringify({ engine: "llama.cpp (node-llama-cpp 3.22.1)", model: modelPath,
+    tokens: ids.length, seconds, positions }) + "\n");
+}
+
 const [command, ...args] = process.argv.slice(2);
 try {
   if (command === "check" && args.length === 1) await check(args[0]);
-  else fail("usage: node llama_ref.mjs check MODEL.gguf");
+  else if (command === "score" && args.length >= 2)
+    await score(args[0], args[1], Number(args[2] ?? 5), Number(args[3] ?? 1));
+  else fail("usage: node llama_ref.mjs check MODEL.gguf | score MODEL.gguf IDS_FILE [TOP_K] [THREADS]");
 } catch (e) {
   fail(e.message);
 }

@@ -1,0 +1,69 @@
+// tps against llama.cpp itself (node-llama-cpp's prebuilt CPU build) on the
+// small synthetic model: the same 64 tokens fed to both (teacher forcing),
+// next-token distributions compared at every position. tps runs with
+// --yarn-truncate, llama.cpp's rounding of the YaRN range.
+//
+// On random weights llama.cpp does not agree with itself across its own
+// settings: switching flash attention off moves its top-5 log-probs by a
+// median 0.035 nats here (and ../shared/notes/synthetic-models.md saw up to
+// 0.35). Measured tps vs llama.cpp on this prompt: top-1 agrees at 61 of 63
+// positions, median |d logprob| 0.036, largest 0.069. Tolerances, from the
+// notes' figures for an exact implementation against llama.cpp: top-1 at
+// 90% of positions, median <= 0.08, 90th percentile <= 0.15 nats.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tests/tool_runner.h"
+
+namespace tps {
+namespace {
+
+TEST(LlamaParity, SmallModelNextTokenDistributions) {
+  const std::string model = std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf";
+  const std::string ids_path = ::testing::TempDir() + "/tps-parity-ids.txt";
+  {
+    std::ofstream ids(ids_path);
+    ids << "200006 17360 200008";
+    for (int i = 0; i < 61; ++i) ids << ' ' << (i * 7919 + 13) % 199998;
+  }
+  auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q score -m " + model + " --ids " +
+                               ids_path + " --top-logprobs 20 --json --yarn-truncate");
+  ASSERT_EQ(tps.exit_code, 0) << tps.err;
+  auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR
+                                 "/llama_ref.mjs score " + model + " " + ids_path + " 5");
+  ASSERT_EQ(llama.exit_code, 0) << "llama.cpp did not run (scripts/install-deps installs "
+                                   "node-llama-cpp):\n" << llama.err;
+  auto a = nlohmann::json::parse(tps.out)["positions"];
+  auto b = nlohmann::json::parse(llama.out)["positions"];
+  ASSERT_EQ(a.size(), b.size());
+
+  std::vector<double> diffs;
+  int top1 = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::map<int, double> ours;
+    for (const auto& t : a[i]["top"]) ours[t[0].get<int>()] = t[1].get<double>();
+    double worst = 0;
+    for (const auto& t : b[i]["top"]) {
+      auto it = ours.find(t[0].get<int>());
+      // llama.cpp's top-5 must be among tps's top 20.
+      worst = std::max(worst, it == ours.end() ? INFINITY : std::fabs(it->second - t[1].get<double>()));
+    }
+    diffs.push_back(worst);
+    top1 += a[i]["top"][0][0] == b[i]["top"][0][0];
+  }
+  std::sort(diffs.begin(), diffs.end());
+  const double median = diffs[diffs.size() / 2], p90 = diffs[diffs.size() * 9 / 10];
+  std::printf("tps vs llama.cpp over %zu positions: top-1 agrees at %d, |d logprob| median %.4f, "
+              "p90 %.4f, max %.4f\n", diffs.size(), top1, median, p90, diffs.back());
+  EXPECT_GE(top1, static_cast<int>(std::ceil(0.9 * diffs.size())));
+  EXPECT_LE(median, 0.08);
+  EXPECT_LE(p90, 0.15);
+}
+
+}  // namespace
+}  // namespace tps

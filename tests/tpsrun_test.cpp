@@ -1,0 +1,85 @@
+// tpsrun as users run it: generation on the tiny model, JSON stats, chat,
+// and bad input -- each a one-line error and exit code 2.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/tool_runner.h"
+
+namespace tps {
+namespace {
+
+using testing::run_tool;
+
+std::string tpsrun(const std::string& args) {
+  return std::string(TPSRUN_PATH) + " -m " + TPS_TEST_MODELS + "/gpt-oss-tiny.gguf " + args;
+}
+
+TEST(Tpsrun, GeneratesWithJsonStats) {
+  auto r = run_tool(tpsrun("-p 'Hello, world!' -n 12 --temp 0 --json --top-logprobs 3"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], nlohmann::json::array({13225, 11, 2375, 0}));
+  EXPECT_EQ(j["generated_tokens"].get<int>(), static_cast<int>(j["generated_ids"].size()));
+  EXPECT_GE(j["generated_tokens"].get<int>(), 1);
+  EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["peak_rss_mib"].get<double>(), 0);
+  ASSERT_EQ(j["logprobs"].size(), j["generated_ids"].size());
+  // Greedy: each generated token is the most likely one.
+  for (size_t i = 0; i < j["logprobs"].size(); ++i)
+    EXPECT_EQ(j["logprobs"][i]["id"], j["logprobs"][i]["top"][0][0]);
+}
+
+TEST(Tpsrun, SameSeedSameText) {
+  auto a = run_tool(tpsrun("-p 'Once upon' -n 16 --seed 7 --temp 0.8 --top-p 0.9 --json"));
+  auto b = run_tool(tpsrun("-p 'Once upon' -n 16 --seed 7 --temp 0.8 --top-p 0.9 --json -t 1"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["generated_ids"], nlohmann::json::parse(b.out)["generated_ids"]);
+}
+
+TEST(Tpsrun, TextAndStatsLine) {
+  auto r = run_tool(tpsrun("-p 'abc' -n 5 --temp 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("peak RSS"), std::string::npos) << r.err;
+}
+
+TEST(Tpsrun, ChatRendersHarmony) {
+  auto r = run_tool(tpsrun("--chat -p 'What is 2 + 2?' -n 4 --temp 0 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto ids = nlohmann::json::parse(r.out)["prompt_ids"];
+  ASSERT_EQ(ids.size(), 64u);  // spec §6.3
+  EXPECT_EQ(ids.back(), 173781);
+}
+
+void expect_bad_input(const std::string& args, const std::string& fragment) {
+  auto r = run_tool(tpsrun(args));
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << "\n" << r.err;
+}
+
+TEST(Tpsrun, BadInputIsAClearError) {
+  expect_bad_input("-p x --temp -1", "--temp -1: expected a temperature >= 0");
+  expect_bad_input("-p x --top-p 0", "--top-p 0: expected a value in (0, 1]");
+  expect_bad_input("-p x --top-p 1.5", "--top-p 1.5");
+  expect_bad_input("-p x --min-p 1", "--min-p 1");
+  expect_bad_input("-p x --top-k -3", "--top-k -3");
+  expect_bad_input("", "give a prompt with -p PROMPT");
+  expect_bad_input("-p ''", "the prompt is empty");
+  expect_bad_input("-p 'one two three four five six seven eight' --ctx 4",
+                   "longer than the context of 4");
+  auto r = run_tool(std::string(TPSRUN_PATH) + " -m /no/such.gguf -p x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/no/such.gguf: cannot open"), std::string::npos) << r.err;
+}
+
+TEST(Tpsrun, ScoreNeedsIds) {
+  auto r = run_tool(tpsrun("score --ids /no/ids.txt"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/no/ids.txt: cannot read the token ids"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tps
