@@ -5,15 +5,18 @@
 
 namespace tps {
 
-ModelWeights map_weights(const GgufFile& f, const ModelConfig& c) {
+ModelWeights map_weights(const GgufFile& f, const ModelConfig& c, const uint8_t* tensor_data) {
+  auto where = [&](const TensorView& t) {
+    return tensor_data ? tensor_data + (t.offset - f.data_offset()) : t.data;
+  };
   auto matrix = [&](const std::string& name) {
     const TensorView& t = f.tensor(name);
-    return Matrix{t.type, static_cast<int64_t>(t.rows()), static_cast<int64_t>(t.ne[0]), t.data,
+    return Matrix{t.type, static_cast<int64_t>(t.rows()), static_cast<int64_t>(t.ne[0]), where(t),
                   t.row_bytes};
   };
   // Vectors are F32 (checked with the config) and 32-byte aligned in GGUF.
   auto vec = [&](const std::string& name) {
-    return reinterpret_cast<const float*>(f.tensor(name).data);
+    return reinterpret_cast<const float*>(where(f.tensor(name)));
   };
   ModelWeights w;
   w.embd = matrix("token_embd.weight");
@@ -36,6 +39,19 @@ ModelWeights map_weights(const GgufFile& f, const ModelConfig& c) {
     w.layers.push_back(L);
   }
   return w;
+}
+
+uint64_t decode_bytes_per_token(const ModelWeights& w, const ModelConfig& c) {
+  auto bytes = [](const Matrix& m) { return static_cast<uint64_t>(m.rows) * m.row_bytes; };
+  const uint64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width(), ff = c.n_ff_exp;
+  uint64_t total = w.embd.row_bytes + bytes(w.output) + 4 * d;
+  for (const LayerWeights& L : w.layers) {
+    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.router);
+    total += 4 * (3 * d + q + 2 * kv + c.n_head + c.n_expert);  // norms, biases, sinks
+    // The chosen experts: gate and up (ff rows each), down (d rows), biases.
+    total += c.n_expert_used * (2 * ff * L.gate.row_bytes + d * L.down.row_bytes + 4 * (2 * ff + d));
+  }
+  return total;
 }
 
 }  // namespace tps

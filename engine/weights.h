@@ -47,7 +47,15 @@ struct ModelWeights {
   Matrix output;           // [vocab, d]
 };
 
-// Views into a file whose config read_model_config() has checked.
-ModelWeights map_weights(const GgufFile& file, const ModelConfig& config);
+// Views of a file's tensors whose config read_model_config() has checked.
+// tensor_data is where the file's data section lives: the mapping itself
+// (nullptr) or a copy of it.
+ModelWeights map_weights(const GgufFile& file, const ModelConfig& config,
+                         const uint8_t* tensor_data = nullptr);
+
+// Weight bytes one decode step reads: every attention, router and output
+// matrix and vector, the top-k experts of each layer, one embedding row.
+// The numerator of the decode roofline (tokens/s x bytes / bandwidth).
+uint64_t decode_bytes_per_token(const ModelWeights& weights, const ModelConfig& config);
 
 }  // namespace tps

@@ -148,6 +148,7 @@ int run_generate(const RunOptions& o, int threads, const std::vector<int>& threa
                         {"generated_ids", out},
                         {"text", generated_text},
                         {"decode_tokens_per_s", decode_tps},
+                        {"decode_weight_bytes_per_token", decode_bytes_per_token(m.weights, m.config)},
                         {"stop", stop},
                         {"seed", sp.seed},
                         {"threads", threads},

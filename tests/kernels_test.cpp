@@ -103,6 +103,40 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
   }
 }
 
+TEST(Kernels, FourRowKernelsMatchTheReference) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4}) {
+    for (int64_t n : {32, 96, 2880}) {
+      std::vector<uint8_t> w;
+      for (int r = 0; r < 4; ++r) {
+        Rows one = random_rows(type, n, 300 + r + static_cast<uint32_t>(n));
+        w.insert(w.end(), one.w.begin(), one.w.end());
+      }
+      Rows x = random_rows(type, n, 7);
+      const uint64_t rb = row_bytes(type, n);
+      float want[4], got[4];
+      auto four = [&](const DotKernels& k, float* out) {
+        (type == GgmlType::Q8_0 ? k.q8_0_x4 : k.mxfp4_x4)(w.data(), rb, x.xq.data(), n, out);
+      };
+      four(kDotScalar, want);
+      for (int r = 0; r < 4; ++r) {
+        const uint8_t* row = w.data() + r * rb;
+        EXPECT_EQ(want[r], (type == GgmlType::Q8_0 ? kDotScalar.q8_0 : kDotScalar.mxfp4)(
+                               row, x.xq.data(), n));
+      }
+      for (Isa isa : supported_isas()) {
+        four(dot_kernels(isa), got);
+        for (int r = 0; r < 4; ++r) {
+          Rows single;
+          single.w.assign(w.begin() + r * rb, w.begin() + (r + 1) * rb);
+          single.xq = x.xq;
+          EXPECT_NEAR(got[r], want[r], 1e-5 * magnitude(type, single, n) + 1e-30)
+              << type_name(type) << " n=" << n << " row " << r << " " << isa_name(isa);
+        }
+      }
+    }
+  }
+}
+
 TEST(Kernels, MatmulRowsMatchesDotPerToken) {
   const int64_t rows = 5, cols = 64;
   std::vector<uint8_t> w;

@@ -22,6 +22,11 @@ struct DotKernels {
   Isa isa;
   float (*q8_0)(const uint8_t* w, const BlockQ8_0* x, int64_t n);
   float (*mxfp4)(const uint8_t* w, const BlockQ8_0* x, int64_t n);
+  // Four consecutive rows (row_bytes apart) against one activation row: the
+  // activation block is loaded and prepared once for the four, and the four
+  // accumulators run independently. out[r] = row r . x.
+  void (*q8_0_x4)(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out);
+  void (*mxfp4_x4)(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out);
   float (*f32)(const uint8_t* w, const float* x, int64_t n);
   float (*f16)(const uint8_t* w, const float* x, int64_t n);
   float (*bf16)(const uint8_t* w, const float* x, int64_t n);

@@ -10,7 +10,8 @@ namespace avx512 {
 #include "engine/kernels/dot_simd.inl"
 }  // namespace avx512
 
-const DotKernels kDotAvx512{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::f32, avx512::f16,
+const DotKernels kDotAvx512{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::q8_0_x4,
+                            avx512::mxfp4_x4, avx512::f32, avx512::f16,
                             avx512::bf16};
 
 }  // namespace tps

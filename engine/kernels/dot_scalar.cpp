@@ -34,6 +34,12 @@ float mxfp4(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
   return sum;
 }
 
+// The reference for four rows is four single rows.
+template <float (*Dot)(const uint8_t*, const BlockQ8_0*, int64_t)>
+void four_rows(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out) {
+  for (int r = 0; r < 4; ++r) out[r] = Dot(w + r * row_bytes, x, n);
+}
+
 template <typename Load>
 float float_dot(const uint8_t* w, const float* x, int64_t n, size_t elem, Load load) {
   float sum = 0;
@@ -65,6 +71,7 @@ float bf16(const uint8_t* w, const float* x, int64_t n) {
 
 }  // namespace
 
-const DotKernels kDotScalar{Isa::scalar, q8_0, mxfp4, f32, f16, bf16};
+const DotKernels kDotScalar{Isa::scalar, q8_0, mxfp4, four_rows<q8_0>, four_rows<mxfp4>,
+                            f32, f16, bf16};
 
 }  // namespace tps

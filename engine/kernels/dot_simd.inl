@@ -74,6 +74,48 @@ float mxfp4(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
   });
 }
 
+// Four rows at once: per block the activation is loaded, its |x| formed and
+// its scale converted once, and each row adds to its own accumulator.
+template <typename Weights>
+void quantized_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out,
+                  size_t block_bytes, Weights weights) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const float dx = half(x[b].d);
+    for (int r = 0; r < 4; ++r) {
+      const uint8_t* wb = w + r * row_bytes + b * block_bytes;
+      float scale;
+      const __m256i wq = weights(wb, scale);
+      const __m256i s = dot_i8(_mm256_setzero_si256(), wq, xq);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale * dx), acc[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]);
+}
+
+void q8_0_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out) {
+  quantized_x4(w, row_bytes, x, n, out, sizeof(BlockQ8_0), [](const uint8_t* wb, float& scale) {
+    uint16_t dw;
+    std::memcpy(&dw, wb, 2);
+    scale = half(dw);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2));
+  });
+}
+
+void mxfp4_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4DoubledValues));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  quantized_x4(w, row_bytes, x, n, out, sizeof(BlockMxfp4), [&](const uint8_t* wb, float& scale) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 1));
+    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, nibble));
+    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), nibble));
+    scale = kE8m0Half[wb[0]];
+    return _mm256_set_m128i(hi, lo);
+  });
+}
+
 // Float weights: Load turns 8 weights at p into 8 floats.
 template <int Bytes, typename Load, typename Scalar>
 float float_dot(const uint8_t* w, const float* x, int64_t n, Load load, Scalar scalar) {

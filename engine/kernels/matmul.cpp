@@ -17,9 +17,21 @@ void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_
       for (int t = 0; t < x.tokens; ++t) y[t * y_stride + r] = dot(row, input + t * input_stride, n);
     }
   };
+  // Quantized weights go four rows at a time, then one at a time.
+  auto run_x4 = [&](auto dot4, auto dot) {
+    int64_t r = row_begin;
+    float four[4];
+    for (; r + 4 <= row_end; r += 4)
+      for (int t = 0; t < x.tokens; ++t) {
+        dot4(w.row(r), w.row_bytes, x.q + t * (n / 32), n, four);
+        for (int i = 0; i < 4; ++i) y[t * y_stride + r + i] = four[i];
+      }
+    for (; r < row_end; ++r)
+      for (int t = 0; t < x.tokens; ++t) y[t * y_stride + r] = dot(w.row(r), x.q + t * (n / 32), n);
+  };
   switch (w.type) {
-    case GgmlType::Q8_0: return run(k.q8_0, x.q, n / 32);
-    case GgmlType::MXFP4: return run(k.mxfp4, x.q, n / 32);
+    case GgmlType::Q8_0: return run_x4(k.q8_0_x4, k.q8_0);
+    case GgmlType::MXFP4: return run_x4(k.mxfp4_x4, k.mxfp4);
     case GgmlType::F32: return run(k.f32, x.f, n);
     case GgmlType::F16: return run(k.f16, x.f, n);
     case GgmlType::BF16: return run(k.bf16, x.f, n);

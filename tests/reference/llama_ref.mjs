@@ -14,6 +14,10 @@
 //     shape as `tpsrun score --json`. llama.cpp's defaults otherwise (flash
 //     attention auto, F16 KV cache); TPS_LLAMA_FLASH_ATTENTION=off turns
 //     flash attention off, to see how far llama.cpp moves on its own.
+//
+//   node llama_ref.mjs bench MODEL.gguf PROMPT_FILE THREADS GEN_TOKENS
+//     Prefill tokens/s over the prompt (its text, tokenized by llama.cpp) and
+//     greedy decode tokens/s over GEN_TOKENS, as JSON, with the CPU model.
 import { readFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
@@ -90,12 +94,46 @@ async function score(modelPath, idsPath, topK, threads) {
     tokens: ids.length, seconds, positions }) + "\n");
 }
 
+async function bench(modelPath, promptPath, threads, genTokens) {
+  const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+  const t0 = performance.now();
+  const model = await llama.loadModel({ modelPath });
+  const loadSeconds = (performance.now() - t0) / 1000;
+  const ids = Array.from(model.tokenize(readFileSync(promptPath, "utf8")));
+  const context = await model.createContext({ contextSize: ids.length + genTokens + 16, threads,
+    batchSize: 512 });
+  const sequence = context.getSequence();
+  // Prefill: the prompt, asking for the next token only after the last one.
+  const items = ids.map((id, i) => (i + 1 === ids.length ? [id, { generateNext: { token: true } }] : id));
+  const t1 = performance.now();
+  const out = await sequence.controlledEvaluate(items);
+  const prefillSeconds = (performance.now() - t1) / 1000;
+  let next = out[ids.length - 1].next.token;
+  // Decode: one token at a time, greedy.
+  const t2 = performance.now();
+  for (let i = 0; i < genTokens; ++i) {
+    const r = await sequence.controlledEvaluate([[next, { generateNext: { token: true } }]]);
+    next = r[0].next.token;
+  }
+  const decodeSeconds = (performance.now() - t2) / 1000;
+  const cpu = readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/)?.[1];
+  process.stdout.write(JSON.stringify({ engine: "llama.cpp (node-llama-cpp 3.22.1)", cpu, threads,
+    load_seconds: loadSeconds, prompt_tokens: ids.length,
+    prefill_tokens_per_s: ids.length / prefillSeconds,
+    generated_tokens: genTokens, decode_tokens_per_s: genTokens / decodeSeconds }) + "\n");
+  await context.dispose();
+  await model.dispose();
+}
+
 const [command, ...args] = process.argv.slice(2);
 try {
   if (command === "check" && args.length === 1) await check(args[0]);
   else if (command === "score" && args.length >= 2)
     await score(args[0], args[1], Number(args[2] ?? 5), Number(args[3] ?? 1));
-  else fail("usage: node llama_ref.mjs check MODEL.gguf | score MODEL.gguf IDS_FILE [TOP_K] [THREADS]");
+  else if (command === "bench" && args.length === 4)
+    await bench(args[0], args[1], Number(args[2]), Number(args[3]));
+  else fail("usage: node llama_ref.mjs check MODEL.gguf | score MODEL.gguf IDS_FILE [TOP_K] " +
+            "[THREADS] | bench MODEL.gguf PROMPT_FILE THREADS GEN_TOKENS");
 } catch (e) {
   fail(e.message);
 }
