@@ -126,6 +126,10 @@ TEST(Kernels, FourRowKernelsMatchTheReference) {
       for (Isa isa : supported_isas()) {
         four(dot_kernels(isa), got);
         for (int r = 0; r < 4; ++r) {
+          // Bit-identical to the same ISA's single-row kernel.
+          const auto& k = dot_kernels(isa);
+          EXPECT_EQ(got[r], (type == GgmlType::Q8_0 ? k.q8_0 : k.mxfp4)(w.data() + r * rb,
+                                                                       x.xq.data(), n));
           Rows single;
           single.w.assign(w.begin() + r * rb, w.begin() + (r + 1) * rb);
           single.xq = x.xq;

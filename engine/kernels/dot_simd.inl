@@ -75,12 +75,15 @@ float mxfp4(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
 }
 
 // Four rows at once: per block the activation is loaded, its |x| formed and
-// its scale converted once, and each row adds to its own accumulator.
+// its scale converted once. Each row keeps two accumulators, even and odd
+// blocks, exactly as quantized_dot does, so a row gives bit-identical sums
+// whether it is computed alone or in a group of four (results must not
+// depend on how rows are split between threads).
 template <typename Weights>
 void quantized_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out,
                   size_t block_bytes, Weights weights) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
+  __m256 acc[4][2];
+  for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
     const float dx = half(x[b].d);
@@ -89,10 +92,11 @@ void quantized_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int6
       float scale;
       const __m256i wq = weights(wb, scale);
       const __m256i s = dot_i8(_mm256_setzero_si256(), wq, xq);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale * dx), acc[r]);
+      __m256& a = acc[r][b & 1];
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale * dx), a);
     }
   }
-  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]);
+  for (int r = 0; r < 4; ++r) out[r] = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
 }
 
 void q8_0_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out) {
