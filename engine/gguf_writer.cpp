@@ -83,22 +83,20 @@ void GgufWriter::add_string_array(std::string_view k, const std::vector<std::str
   }
 }
 
-void GgufWriter::add_i32_array(std::string_view k, const std::vector<int32_t>& v) {
+void GgufWriter::add_numeric_array(std::string_view k, uint32_t elem_type, const void* data,
+                                   uint64_t count, size_t elem_bytes) {
   key(k, kTypeArray);
-  uint32_t t = 5;
-  uint64_t count = v.size();
-  put(&t, 4);
+  put(&elem_type, 4);
   put(&count, 8);
-  put(v.data(), v.size() * 4);
+  put(data, count * elem_bytes);
+}
+
+void GgufWriter::add_i32_array(std::string_view k, const std::vector<int32_t>& v) {
+  add_numeric_array(k, 5, v.data(), v.size(), 4);
 }
 
 void GgufWriter::add_f32_array(std::string_view k, const std::vector<float>& v) {
-  key(k, kTypeArray);
-  uint32_t t = 6;
-  uint64_t count = v.size();
-  put(&t, 4);
-  put(&count, 8);
-  put(v.data(), v.size() * 4);
+  add_numeric_array(k, 6, v.data(), v.size(), 4);
 }
 
 void GgufWriter::add_tensor(std::string_view name, GgmlType type, const std::vector<uint64_t>& ne) {

@@ -59,6 +59,8 @@ class GgufWriter {
     uint64_t bytes, offset;
   };
   void key(std::string_view k, uint32_t type);
+  void add_numeric_array(std::string_view k, uint32_t elem_type, const void* data, uint64_t count,
+                         size_t elem_bytes);
   void put(const void* p, size_t n);  // to the metadata buffer
   void write(const void* p, size_t n);  // to the file
   void pad_to_alignment();

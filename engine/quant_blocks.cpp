@@ -69,19 +69,15 @@ void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
       std::memcpy(dst, src, n * 4);
       return;
     case GgmlType::F16:
+    case GgmlType::BF16: {
+      float (*convert)(uint16_t) = type == GgmlType::F16 ? fp16_to_fp32 : bf16_to_fp32;
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = fp16_to_fp32(h);
+        dst[i] = convert(h);
       }
       return;
-    case GgmlType::BF16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = bf16_to_fp32(h);
-      }
-      return;
+    }
     case GgmlType::Q8_0:
       for (size_t b = 0; b < n / 32; ++b) {
         BlockQ8_0 blk;

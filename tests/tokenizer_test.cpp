@@ -137,3 +137,27 @@ TEST(Utf8Stream, HoldsSplitCharactersBack) {
 
 }  // namespace
 }  // namespace tps
+
+namespace tps {
+namespace {
+
+TEST(Harmony, StreamSeparatesChannels) {
+  const std::string text =
+      "<|channel|>analysis<|message|>User asks.<|end|><|start|>assistant<|channel|>final"
+      "<|message|>2 + 2 = 4.<|return|>";
+  std::string final_text, analysis;
+  HarmonyStream stream;
+  for (int32_t id : tok().encode(text, true)) {
+    if (is_stop_token(id)) break;
+    HarmonyStream::Step step = stream.push(id, tok().token_bytes(id));
+    if (step.part != HarmonyStream::Part::content) continue;
+    (step.channel == "final" ? final_text : analysis) += tok().token_bytes(id);
+  }
+  EXPECT_EQ(final_text, "2 + 2 = 4.");
+  EXPECT_EQ(analysis, "User asks.");
+  EXPECT_TRUE(is_stop_token(harmony::kCall));
+  EXPECT_FALSE(is_stop_token(harmony::kEnd));  // <|end|> ends a message, not the turn
+}
+
+}  // namespace
+}  // namespace tps
