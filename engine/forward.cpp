@@ -2,30 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
+#include "engine/layer_math.h"
 #include "runtime/error.h"
 
 namespace tps {
-namespace {
-
-void rmsnorm(const float* x, const float* g, float eps, int64_t d, float* out) {
-  double ss = 0;
-  for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float inv = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
-  for (int64_t i = 0; i < d; ++i) out[i] = g[i] * (x[i] * inv);
-}
-
-// gpt-oss's expert activation (spec §2.5): gate clamped above, up clamped
-// both ways, g * sigmoid(alpha g) * (u + 1).
-inline float swiglu_oai(float g, float u, float alpha, float limit) {
-  g = std::min(g, limit);
-  u = std::clamp(u, -limit, limit);
-  return g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
-}
-
-}  // namespace
-
 Session::Session(const ModelConfig& c, const ModelWeights& w, const SessionOptions& o,
                  ThreadPool& pool, const DotKernels& k)
     : c_(c), w_(w), opt_(o), pool_(pool), dot_(k), rope_(make_yarn_rope(c, o.yarn_truncate)) {
@@ -138,22 +119,20 @@ void Session::attention(int layer, int n) {
     for (int64_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / n_head), h = static_cast<int>(item % n_head);
       const int p = pos_ + t, g = h / group;
-      const int first = sliding ? std::max(0, p - static_cast<int>(c_.sliding_window) + 1) : 0;
+      const int first = first_visible(p, static_cast<int>(c_.sliding_window), sliding);
       const float* qh = q_.data() + t * q_w + h * hd;
-      float m = L.sinks[h];  // the sink joins the softmax unscaled, with no value
       for (int s = first; s <= p; ++s) {
         const float* ks = kc + static_cast<int64_t>(s % slots) * kv_w + g * hd;
         float dot = 0;
         for (int64_t i = 0; i < hd; ++i) dot += qh[i] * ks[i];
         z[s - first] = dot * scale;
-        m = std::max(m, z[s - first]);
       }
-      float denom = std::exp(L.sinks[h] - m);
-      for (int s = first; s <= p; ++s) denom += z[s - first] = std::exp(z[s - first] - m);
+      std::span<float> weights(z.data(), static_cast<size_t>(p - first + 1));
+      softmax_with_sink(weights, L.sinks[h]);
       float* out = attn_.data() + t * q_w + h * hd;
       std::fill_n(out, hd, 0.0f);
       for (int s = first; s <= p; ++s) {
-        const float wgt = z[s - first] / denom;
+        const float wgt = weights[s - first];
         const float* vs = vc + static_cast<int64_t>(s % slots) * kv_w + g * hd;
         for (int64_t i = 0; i < hd; ++i) out[i] += wgt * vs[i];
       }
@@ -174,20 +153,10 @@ void Session::moe(int layer, int n) {
   prepare(xn_.data(), n, d, L.router.wants_q8());
   parallel_rows(L.router, L.router_b, router_.data(), n);
 
-  // Top-k experts by raw logit (ties: lower index), softmax over the chosen.
-  std::vector<int> order(E);
-  for (int t = 0; t < n; ++t) {
-    const float* r = router_.data() + t * E;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [&](int a, int b) { return r[a] > r[b] || (r[a] == r[b] && a < b); });
-    float sum = 0;
-    for (int j = 0; j < K; ++j) sum += topk_w_[t * K + j] = std::exp(r[order[j]] - r[order[0]]);
-    for (int j = 0; j < K; ++j) {
-      topk_[t * K + j] = order[j];
-      topk_w_[t * K + j] /= sum;
-    }
-  }
+  // Top-k experts by raw logit, softmax over the chosen.
+  for (int t = 0; t < n; ++t)
+    select_experts({router_.data() + t * E, static_cast<size_t>(E)}, K, topk_.data() + t * K,
+                   topk_w_.data() + t * K);
 
   // Group (token, choice) entries by expert: entries of one expert are
   // contiguous, so each expert's rows are read once for all its tokens.

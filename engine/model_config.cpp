@@ -120,6 +120,10 @@ ModelConfig read_model_config(const GgufFile& f) {
           cat("expert_used_count ", c.n_expert_used, " is not in 1..expert_count (",
               c.n_expert, ")"));
   require(c.sliding_window >= 1, "attention.sliding_window is 0 (expected a window in tokens)");
+  require(c.n_expert >= 1 && c.n_expert <= 256,
+          cat("expert_count ", c.n_expert, " is not in 1..256 (tps supports up to 256 experts)"));
+  require(c.head_dim <= 512, cat("key_length ", c.head_dim, " is over 512 (tps supports head "
+                                 "dimensions up to 512)"));
 
   const TensorView* embd = f.find_tensor("token_embd.weight");
   require(embd != nullptr, "tensor 'token_embd.weight' is missing");
