@@ -154,12 +154,24 @@ namespace tps {
 ModelShape model_shape(const GgufFile& f, const ModelConfig& c) {
   ModelShape s;
   s.layer_bytes.assign(c.n_layer, 0);
+  s.kv_heads = static_cast<int>(c.n_head_kv);
+  s.experts = static_cast<int>(c.n_expert);
+  s.ff = static_cast<int>(c.n_ff_exp);
+  s.vocab = static_cast<int>(c.n_vocab);
   for (const TensorView& t : f.tensors()) {
     std::string_view n = t.name;
     if (n.starts_with("blk.")) {
       size_t dot = n.find('.', 4);
       uint32_t layer = static_cast<uint32_t>(std::stoul(std::string(n.substr(4, dot - 4))));
       if (layer < c.n_layer) s.layer_bytes[layer] += t.bytes;
+      std::string_view role = n.substr(dot + 1);
+      if (role.starts_with("attn_q") || role.starts_with("attn_k") || role.starts_with("attn_v") ||
+          role.starts_with("attn_output") || role.starts_with("attn_sinks"))
+        s.attention_bytes += t.bytes;
+      else if (role.find("_exps.") != std::string_view::npos)
+        s.expert_bytes += t.bytes;
+      else
+        s.replicated_bytes += t.bytes;  // norms, router
     } else if (n.starts_with("token_embd")) {
       s.input_bytes += t.bytes;
     } else if (n.starts_with("output")) {

@@ -28,37 +28,51 @@ struct Options {
   std::string model;
 };
 
-// What each rank would hold of a model split by layers, and whether it fits
-// the memory of the rank's NUMA node (free memory on this host; total
-// memory for a described machine, where free memory is unknown).
+// What each rank would hold of a model in each split mode, and whether it
+// fits the memory of the rank's NUMA node (free memory on this host; total
+// memory for a described machine, where free memory is unknown). Ranks that
+// share a node share its memory.
 nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan,
                          const std::string& path) {
   using namespace tps;
   GgufFile f = GgufFile::open(path);
   ModelConfig c = read_model_config(f);
   ModelShape shape = model_shape(f, c);
-  std::vector<LayerRange> ranges = split_layers(shape, static_cast<int>(plan.ranks.size()));
+  const int ranks = static_cast<int>(plan.ranks.size());
   nlohmann::json j = {{"file", path},
                       {"weight_bytes", shape.total()},
                       {"layers", c.n_layer},
-                      {"split", "layers"},
                       {"memory", m.is_this_host ? "free" : "total"},
-                      {"ranks", nlohmann::json::array()}};
-  for (size_t r = 0; r < ranges.size(); ++r) {
-    const NumaNode& node = m.numa_nodes[plan.ranks[r].numa_node];
-    uint64_t available = m.is_this_host ? node_free_bytes(node.os_index) : node.memory_bytes;
-    // Ranks sharing a node share its memory.
-    uint64_t on_node = 0;
-    for (size_t q = 0; q < ranges.size(); ++q)
-      if (plan.ranks[q].numa_node == plan.ranks[r].numa_node) on_node += ranges[q].bytes;
-    j["ranks"].push_back({{"rank", r},
-                          {"layers", {ranges[r].begin, ranges[r].end}},
-                          {"embeddings", r == 0},
-                          {"output", r + 1 == ranges.size()},
-                          {"bytes", ranges[r].bytes},
-                          {"numa_node_os_index", node.os_index},
-                          {"node_memory_bytes", available},
-                          {"fits", on_node <= available}});
+                      {"splits", nlohmann::json::object()}};
+  for (SplitMode mode : {SplitMode::layers, SplitMode::experts, SplitMode::tensor}) {
+    nlohmann::json& out = j["splits"][split_mode_name(mode)];
+    std::vector<RankShare> shares;
+    try {
+      shares = plan_split(shape, mode, ranks);
+    } catch (const InputError& e) {
+      out = {{"error", e.what()}};
+      continue;
+    }
+    out["ranks"] = nlohmann::json::array();
+    for (int r = 0; r < ranks; ++r) {
+      const NumaNode& node = m.numa_nodes[plan.ranks[r].numa_node];
+      uint64_t available = m.is_this_host ? node_free_bytes(node.os_index) : node.memory_bytes;
+      uint64_t on_node = 0;
+      for (int q = 0; q < ranks; ++q)
+        if (plan.ranks[q].numa_node == plan.ranks[r].numa_node) on_node += shares[q].bytes;
+      auto range = [](const Range& x) { return nlohmann::json::array({x.begin, x.end}); };
+      const RankShare& sh = shares[r];
+      out["ranks"].push_back({{"rank", r},
+                              {"bytes", sh.bytes},
+                              {"layers", range(sh.layers)},
+                              {"kv_heads", range(sh.kv_heads)},
+                              {"experts", range(sh.experts)},
+                              {"ff", range(sh.ff)},
+                              {"vocab", range(sh.vocab)},
+                              {"numa_node_os_index", node.os_index},
+                              {"node_memory_bytes", available},
+                              {"fits", on_node <= available}});
+    }
   }
   return j;
 }
@@ -68,15 +82,27 @@ std::string model_fit_text(const nlohmann::json& j) {
   using tps::format_bytes;
   std::string s = cat("model ", j["file"].get<std::string>(), ": ",
                       format_bytes(j["weight_bytes"]), " of weights in ", j["layers"].get<int>(),
-                      " layers; split by layers:\n");
-  for (const auto& r : j["ranks"]) {
-    int b = r["layers"][0], e = r["layers"][1];
-    s += cat("  rank ", r["rank"].get<int>(), ": layers ", b, "-", e - 1,
-             r["embeddings"].get<bool>() ? " + embeddings" : "",
-             r["output"].get<bool>() ? " + output" : "", ", ", format_bytes(r["bytes"]),
-             "; node ", r["numa_node_os_index"].get<int>(), " has ",
-             format_bytes(r["node_memory_bytes"]), " ", j["memory"].get<std::string>(), ": ",
-             r["fits"].get<bool>() ? "fits" : "does NOT fit", "\n");
+                      " layers; what each rank holds, by split mode (node memory is ",
+                      j["memory"].get<std::string>(), " memory):\n");
+  auto range = [](const nlohmann::json& r) {
+    return cat(r[0].get<int64_t>(), "-", r[1].get<int64_t>() - 1);
+  };
+  for (const auto& [mode, split] : j["splits"].items()) {
+    if (split.contains("error")) {
+      s += cat("  ", mode, ": not possible: ", split["error"].get<std::string>(), "\n");
+      continue;
+    }
+    for (const auto& r : split["ranks"]) {
+      s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (");
+      if (mode == "layers") s += cat("layers ", range(r["layers"]));
+      else
+        s += cat("KV heads ", range(r["kv_heads"]), ", ",
+                 mode == "experts" ? cat("experts ", range(r["experts"]))
+                                   : cat("features ", range(r["ff"])),
+                 ", vocabulary ", range(r["vocab"]));
+      s += cat("); node ", r["numa_node_os_index"].get<int>(), ": ",
+               r["fits"].get<bool>() ? "fits" : "does NOT fit", "\n");
+    }
   }
   return s;
 }
@@ -146,8 +172,8 @@ int main(int argc, char** argv) {
   app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")
       ->check(tps::kPositive);
   app.add_option("--model", o.model,
-                 "a gpt-oss GGUF file: the bytes each rank would hold (split by layers) and "
-                 "whether they fit its NUMA node's memory");
+                 "a gpt-oss GGUF file: the bytes each rank would hold in each split mode "
+                 "(layers, experts, tensor) and whether they fit its NUMA node's memory");
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   return tps::run_tool("tpstopo", [&] { return run(o); });
 }

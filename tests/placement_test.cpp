@@ -247,3 +247,63 @@ TEST(SplitLayers, BalancedContiguousRanges) {
 
 }  // namespace
 }  // namespace tps
+
+namespace tps {
+namespace {
+
+// gpt-oss-20b's proportions (spec §7.1), in bytes.
+ModelShape shape_20b() {
+  ModelShape s;
+  s.layer_bytes.assign(24, 0);
+  s.input_bytes = 615329280;
+  s.output_bytes = 615329280 + 2880 * 4;
+  s.kv_heads = 8, s.experts = 32, s.ff = 2880, s.vocab = 201088;
+  s.attention_bytes = 24ull * (2 * 12533760 + 2 * 1566720);
+  s.expert_bytes = 24ull * 3 * 141004800;
+  s.replicated_bytes = 24ull * (2 * 2880 * 4 + 368640);
+  for (int l = 0; l < 24; ++l)
+    s.layer_bytes[l] = (s.attention_bytes + s.expert_bytes + s.replicated_bytes) / 24;
+  return s;
+}
+
+TEST(PlanSplit, SharesCoverEverythingOnce) {
+  ModelShape s = shape_20b();
+  for (SplitMode mode : {SplitMode::experts, SplitMode::tensor}) {
+    for (int ranks = 1; ranks <= 12; ++ranks) {
+      std::vector<RankShare> p = plan_split(s, mode, ranks);
+      int64_t kv = 0, vocab = 0, experts = 0, ff = 0;
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_EQ(p[r].vocab.begin, r ? p[r - 1].vocab.end : 0);
+        vocab += p[r].vocab.size();
+        kv += p[r].kv_heads.size();
+        if (mode == SplitMode::experts) {
+          EXPECT_GE(p[r].experts.size(), 1);
+          experts += p[r].experts.size();
+          EXPECT_EQ(p[r].ff.size(), 2880);
+        } else {
+          EXPECT_EQ(p[r].ff.begin % 32, 0);  // whole MXFP4 blocks
+          EXPECT_EQ(p[r].ff.end % 32, 0);
+          EXPECT_GE(p[r].ff.size(), 32);
+          ff += p[r].ff.size();
+        }
+      }
+      EXPECT_EQ(kv, 8);
+      EXPECT_EQ(vocab, 201088);
+      EXPECT_EQ(mode == SplitMode::experts ? experts : ff, mode == SplitMode::experts ? 32 : 2880);
+    }
+  }
+  // Two ranks in tensor mode hold about half each, plus the embeddings each.
+  std::vector<RankShare> two = plan_split(s, SplitMode::tensor, 2);
+  const uint64_t half = (s.total() - s.input_bytes - s.replicated_bytes) / 2;
+  EXPECT_NEAR(double(two[0].bytes), double(half + s.input_bytes + s.replicated_bytes),
+              0.01 * double(half));
+  EXPECT_THROW(plan_split(s, SplitMode::experts, 33), InputError);
+  EXPECT_THROW(plan_split(s, SplitMode::tensor, 91), InputError);
+  EXPECT_EQ(plan_split(s, SplitMode::tensor, 90).back().ff.size(), 32);
+  EXPECT_THROW(parse_split_mode("rows"), InputError);
+  EXPECT_EQ(parse_split_mode("tensor"), SplitMode::tensor);
+}
+
+}  // namespace
+}  // namespace tps
+

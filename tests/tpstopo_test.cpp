@@ -52,14 +52,28 @@ TEST(Tpstopo, ModelBytesPerRank) {
                             std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json m = json::parse(r.out)["model"];
-  ASSERT_EQ(m["ranks"].size(), 2u);  // one rank per node by default
-  EXPECT_EQ(m["ranks"][0]["layers"], json::array({0, 1}));
-  EXPECT_EQ(m["ranks"][1]["layers"], json::array({1, 2}));
-  EXPECT_EQ(m["ranks"][0]["embeddings"], true);
-  EXPECT_EQ(m["ranks"][1]["output"], true);
-  uint64_t sum = m["ranks"][0]["bytes"].get<uint64_t>() + m["ranks"][1]["bytes"].get<uint64_t>();
+  json layers = m["splits"]["layers"]["ranks"];
+  ASSERT_EQ(layers.size(), 2u);  // one rank per node by default
+  EXPECT_EQ(layers[0]["layers"], json::array({0, 1}));
+  EXPECT_EQ(layers[1]["layers"], json::array({1, 2}));
+  uint64_t sum = layers[0]["bytes"].get<uint64_t>() + layers[1]["bytes"].get<uint64_t>();
   EXPECT_EQ(sum, m["weight_bytes"].get<uint64_t>());
-  EXPECT_EQ(m["ranks"][0]["fits"], false);  // 1 MB nodes hold no 13 MB share
+  EXPECT_EQ(layers[0]["fits"], false);  // 1 MB nodes hold no 13 MB share
+  // tiny: 2 KV heads, 4 experts, 64 features (two blocks of 32).
+  json experts = m["splits"]["experts"]["ranks"];
+  EXPECT_EQ(experts[1]["experts"], json::array({2, 4}));
+  EXPECT_EQ(experts[1]["kv_heads"], json::array({1, 2}));
+  json tensor = m["splits"]["tensor"]["ranks"];
+  EXPECT_EQ(tensor[0]["ff"], json::array({0, 32}));
+  EXPECT_EQ(tensor[1]["vocab"], json::array({100544, 201088}));
+  auto three = run_tool(tpstopo("--synthetic 'pack:3 numa:1 core:2 pu:1' --model " +
+                                std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf --json"));
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  json t3 = json::parse(three.out)["model"]["splits"];
+  EXPECT_NE(t3["layers"]["error"].get<std::string>().find("3 ranks cannot split 2 layers"),
+            std::string::npos);
+  EXPECT_NE(t3["tensor"]["error"].get<std::string>().find("at most 2 ranks"), std::string::npos);
+  EXPECT_EQ(t3["experts"]["ranks"].size(), 3u);
   auto bad = run_tool(tpstopo("--model /no/such.gguf"));
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("/no/such.gguf: cannot open"), std::string::npos) << bad.err;
