@@ -2,6 +2,7 @@
 // (or directly, as one rank). Every rank binds itself to its place in the
 // plan before doing anything else.
 #include <cstdio>
+#include <filesystem>
 
 #include "launch/cli.h"
 #include "launch/generate_command.h"
@@ -36,7 +37,9 @@ int main(int argc, char** argv) {
       ->check(tps::kPositive);
   app.add_flag("-q,--quiet", o.quiet, "print only errors to stderr");
   app.add_flag("-v,--verbose", o.verbose, "print debugging detail to stderr");
-  app.add_option("-m,--model", run.model, "GGUF model file")->capture_default_str();
+  auto* model = app.add_option("-m,--model", run.model, "GGUF model file (default: the small "
+                                                         "synthetic model scripts/demo makes)")
+                    ->capture_default_str();
   auto* prompt = app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)");
   app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str();
   app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
@@ -94,6 +97,12 @@ int main(int argc, char** argv) {
                      : o.verbose ? tps::LogLevel::debug
                                  : tps::LogLevel::info,
                      0, 1);
+  if (model->count() == 0 && !place->parsed() && !std::filesystem::exists(run.model)) {
+    std::fprintf(stderr, "tpsrun: %s: no such file; make the default model with "
+                 "`build/bin/tps-mkmodel --preset small` (scripts/demo does) or give -m FILE\n",
+                 run.model.c_str());
+    return 2;
+  }
   if (!place->parsed() && !score->parsed() && prompt->count() == 0) {
     std::fprintf(stderr, "tpsrun: give a prompt with -p PROMPT, or a subcommand (see tpsrun --help)\n");
     return 2;
