@@ -1,12 +1,28 @@
 #include "engine/forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "engine/layer_math.h"
 #include "runtime/error.h"
 
 namespace tps {
+namespace {
+// Adds the seconds since the last call to one of the timing fields.
+class Stopwatch {
+ public:
+  void lap(double& into) {
+    auto now = std::chrono::steady_clock::now();
+    into += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+}  // namespace
+
 Session::Session(const ModelConfig& c, const ModelWeights& w, const SessionOptions& o,
                  ThreadPool& pool, const DotKernels& k)
     : c_(c), w_(w), opt_(o), pool_(pool), dot_(k), rope_(make_yarn_rope(c, o.yarn_truncate)) {
@@ -80,23 +96,27 @@ void Session::step(const int32_t* tokens, int n, bool all_logits, float* logits)
   pos_ += n;
   if (!logits) return;
   // Final norm and unembedding, for every token or the last one only.
+  Stopwatch clock;
   const int first = all_logits ? 0 : n - 1, count = n - first;
   for (int t = 0; t < count; ++t)
     rmsnorm(x_.data() + (first + t) * d, w_.out_norm, c_.rms_eps, d, xn_.data() + t * d);
   prepare(xn_.data(), count, d, w_.output.wants_q8());
   parallel_rows(w_.output, nullptr, logits, count);
+  clock.lap(timings_.logits);
 }
 
 void Session::attention(int layer, int n) {
   const LayerWeights& L = w_.layers[layer];
   const int64_t d = c_.n_embd, hd = c_.head_dim, q_w = c_.q_width(), kv_w = c_.kv_width();
   const int n_head = c_.n_head, group = c_.n_head / c_.n_head_kv;
+  Stopwatch clock;
   for (int t = 0; t < n; ++t)
     rmsnorm(x_.data() + t * d, L.attn_norm, c_.rms_eps, d, xn_.data() + t * d);
   prepare(xn_.data(), n, d, L.wq.wants_q8() || L.wk.wants_q8() || L.wv.wants_q8());
   parallel_rows(L.wq, L.bq, q_.data(), n);
   parallel_rows(L.wk, L.bk, k_.data(), n);
   parallel_rows(L.wv, L.bv, v_.data(), n);
+  clock.lap(timings_.qkv);
 
   // Rotate q and k, then store k and v at their positions' slots.
   const int slots = slots_[layer];
@@ -139,15 +159,18 @@ void Session::attention(int layer, int n) {
     }
   });
 
+  clock.lap(timings_.attention);
   prepare(attn_.data(), n, q_w, L.wo.wants_q8());
   parallel_rows(L.wo, L.bo, proj_.data(), n);
   for (int64_t i = 0; i < n * d; ++i) x_[i] += proj_[i];
+  clock.lap(timings_.output_proj);
 }
 
 void Session::moe(int layer, int n) {
   const LayerWeights& L = w_.layers[layer];
   const int64_t d = c_.n_embd, ff = c_.n_ff_exp;
   const int E = c_.n_expert, K = c_.n_expert_used;
+  Stopwatch clock;
   for (int t = 0; t < n; ++t)
     rmsnorm(x_.data() + t * d, L.post_norm, c_.rms_eps, d, xn_.data() + t * d);
   prepare(xn_.data(), n, d, L.router.wants_q8());
@@ -157,6 +180,7 @@ void Session::moe(int layer, int n) {
   for (int t = 0; t < n; ++t)
     select_experts({router_.data() + t * E, static_cast<size_t>(E)}, K, topk_.data() + t * K,
                    topk_w_.data() + t * K);
+  clock.lap(timings_.router);
 
   // Group (token, choice) entries by expert: entries of one expert are
   // contiguous, so each expert's rows are read once for all its tokens.
@@ -237,6 +261,7 @@ void Session::moe(int layer, int n) {
       float* x = x_.data() + t * d;
       for (int64_t k = 0; k < d; ++k) x[k] += wgt * (y[k] + bd[k]);
     }
+  clock.lap(timings_.experts);
 }
 
 }  // namespace tps

@@ -39,6 +39,14 @@ class Session {
   // Throws InputError if the tokens do not fit in the context.
   void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
 
+  // Seconds spent in each part of the forward pass since the last reset of
+  // the timings: where a step's time goes, for --json and benchmarks.
+  struct Timings {
+    double qkv = 0, attention = 0, output_proj = 0, router = 0, experts = 0, logits = 0;
+  };
+  const Timings& timings() const { return timings_; }
+  void reset_timings() { timings_ = Timings{}; }
+
   int position() const { return pos_; }
   int context() const { return opt_.n_ctx; }
   void reset() { pos_ = 0; }
@@ -57,6 +65,7 @@ class Session {
   const DotKernels& dot_;
   RopeTable rope_;
   int pos_ = 0;
+  Timings timings_;
 
   // KV cache per layer: [slots][kv_width] f32; slot = position % slots.
   std::vector<std::vector<float>> k_cache_, v_cache_;

@@ -99,6 +99,7 @@ int run_generate(const RunOptions& o, int threads, const std::vector<int>& threa
   std::string stop = "length";
   double ttft = 0;
   auto t1 = Clock::now();
+  session.reset_timings();  // from here on: decode steps only
   for (int i = 0; i < o.max_tokens; ++i) {
     const int32_t id = sampler.sample(logits);
     if (i == 0) ttft = since(t0);
@@ -155,6 +156,11 @@ int run_generate(const RunOptions& o, int threads, const std::vector<int>& threa
                         {"kernels", isa_name(best_dot_kernels().isa)},
                         {"peak_rss_mib", peak_rss_mib()}};
     if (o.top_logprobs > 0) j["logprobs"] = logprobs;
+    const Session::Timings& tm = session.timings();
+    j["decode_seconds_by_part"] = {{"qkv_projection", tm.qkv},   {"attention", tm.attention},
+                                   {"output_projection", tm.output_proj},
+                                   {"router", tm.router},        {"experts", tm.experts},
+                                   {"logits", tm.logits}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fwrite(tail.data(), 1, tail.size(), stdout);
