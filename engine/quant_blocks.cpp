@@ -18,47 +18,34 @@ float fp16_to_fp32(uint16_t h) {
     if (mant == 0) {
       bits = sign;
     } else {  // denormal: value = mant * 2^-24
-      float f = std::ldexp(static_cast<float>(mant), -24);
-      std::memcpy(&bits, &f, 4);
-      bits |= sign;
+      bits = std::bit_cast<uint32_t>(std::ldexp(static_cast<float>(mant), -24)) | sign;
     }
   } else if (exp == 31) {
     bits = sign | 0x7F800000u | (mant << 13);  // inf or NaN
   } else {
     bits = sign | ((exp + 112) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return std::bit_cast<float>(bits);
 }
 
 uint16_t fp32_to_fp16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
   const uint32_t abs = x & 0x7FFFFFFF;
   if (abs > 0x7F800000) return sign | 0x7E00;   // NaN
   if (abs >= 0x477FF000) return sign | 0x7C00;  // rounds to >= 65520: inf
   if (abs < 0x38800000) {                       // below 2^-14: denormal or zero
     // value / 2^-24 rounded to nearest even, in float arithmetic (exact).
-    float a;
-    std::memcpy(&a, &abs, 4);
-    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
+    return sign | static_cast<uint16_t>(std::nearbyint(std::bit_cast<float>(abs) * 16777216.0f));
   }
   uint32_t rounded = abs + 0xFFF + ((abs >> 13) & 1);  // round mantissa to 10 bits, ties even
   return sign | static_cast<uint16_t>((rounded - 0x38000000) >> 13);
 }
 
-float bf16_to_fp32(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+float bf16_to_fp32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 uint16_t fp32_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = std::bit_cast<uint32_t>(f);
   if ((x & 0x7FFFFFFF) > 0x7F800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
   return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
 }
