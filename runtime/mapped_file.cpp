@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "runtime/error.h"
 
@@ -17,7 +18,12 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(cat(path, ": cannot open: ", std::strerror(errno)));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw InputError(cat(path, ": cannot stat: ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     throw InputError(cat(path, ": not a regular file"));
   }
@@ -48,6 +54,8 @@ MappedFile::MappedFile(MappedFile&& o) noexcept
 }
 
 namespace {
+// Hints only: a refused madvise changes nothing the program relies on, so
+// its result is not checked.
 void advise(const uint8_t* base, size_t size, size_t offset, size_t bytes, int how) {
   if (!base || offset >= size) return;
   bytes = std::min(bytes, size - offset);
@@ -57,6 +65,10 @@ void advise(const uint8_t* base, size_t size, size_t offset, size_t bytes, int h
   madvise(reinterpret_cast<void*>(begin), end - begin, how);
 }
 }  // namespace
+
+void MappedFile::advise_sequential(size_t offset, size_t bytes) const {
+  if (owned_) advise(data_, size_, offset, bytes, MADV_SEQUENTIAL);
+}
 
 void MappedFile::advise_willneed(size_t offset, size_t bytes) const {
   if (owned_) advise(data_, size_, offset, bytes, MADV_WILLNEED);

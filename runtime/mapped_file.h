@@ -9,7 +9,8 @@ namespace tps {
 
 class MappedFile {
  public:
-  // Throws InputError naming the path (missing, unreadable, a directory).
+  // Throws InputError naming the path and the reason (missing, unreadable,
+  // a directory); Error when a readable file cannot be mapped.
   explicit MappedFile(const std::string& path);
   // A mapping of memory the caller owns (for parsing in-memory bytes, e.g.
   // fuzzing): nothing is unmapped.
@@ -24,8 +25,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
-  // Kernel hints for a byte range (clamped to the file): read ahead soon, or
-  // drop the pages from this process (the page cache may keep them).
+  // Kernel hints for a byte range (clamped to the file; nothing for memory
+  // the caller owns): it will be read in order (read ahead more, drop behind),
+  // it will be read soon, or drop its pages from this process (the page
+  // cache may keep them).
+  void advise_sequential(size_t offset, size_t bytes) const;
   void advise_willneed(size_t offset, size_t bytes) const;
   void advise_dontneed(size_t offset, size_t bytes) const;
 
