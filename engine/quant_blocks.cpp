@@ -125,7 +125,9 @@ void quantize_row_mxfp4(const float* src, BlockMxfp4* dst, size_t n) {
     if (amax > 0) {
       int k = 0;
       std::frexp(amax, &k);  // amax = m * 2^k, m in [0.5, 1): floor(log2 amax) = k - 1
-      e = std::clamp(k - 3 + 127, 1, 254);
+      // Below 2^-125 the exponent would be negative: the smallest scale is
+      // the best there is. (No float reaches 2^128, so 255 never arises.)
+      e = std::max(k - 3 + 127, 0);
     }
     dst[b].e = static_cast<uint8_t>(e);
     const float d = kE8m0Half[e];

@@ -62,9 +62,11 @@ inline constexpr std::array<float, 256> kE8m0Half = [] {
 void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n);
 
 // Reference quantizers (n a multiple of 32). Q8_0: d = max|x| / 127,
-// q = round(x / d). MXFP4: scale 2^(floor(log2 max|x|) - 2) as ggml's
-// reference does (the largest values may clip to 6 x scale), then each value
-// to the nearest code.
+// q = x * (1 / d) rounded to nearest, ties to even (ggml's scalar reference
+// rounds ties away from zero; the two differ only on exact halves). MXFP4:
+// scale 2^(floor(log2 max|x|) - 2) as ggml's reference does (the largest
+// values may clip to 6 x scale), then each value to the nearest code, the
+// lower code on a tie.
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, size_t n);
 void quantize_row_mxfp4(const float* src, BlockMxfp4* dst, size_t n);
 
