@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "runtime/error.h"
 
@@ -33,6 +34,10 @@ void GgufWriter::put(const void* p, size_t n) {
 
 void GgufWriter::key(std::string_view k, uint32_t type) {
   if (data_started_) throw Error(cat("GGUF writer: metadata '", k, "' added after begin_data()"));
+  // The reader refuses what ggml refuses; so does the writer, at the call
+  // that would cause it.
+  if (k.empty()) throw Error("GGUF writer: empty metadata key");
+  if (!keys_.emplace(k).second) throw Error(cat("GGUF writer: metadata '", k, "' added twice"));
   uint64_t n = k.size();
   put(&n, 8);
   put(k.data(), n);
@@ -101,11 +106,24 @@ void GgufWriter::add_f32_array(std::string_view k, const std::vector<float>& v) 
 
 void GgufWriter::add_tensor(std::string_view name, GgmlType type, const std::vector<uint64_t>& ne) {
   if (data_started_) throw Error(cat("GGUF writer: tensor '", name, "' added after begin_data()"));
+  const std::string what = cat("GGUF writer: tensor '", name, "'");
+  if (name.size() > 63)
+    throw Error(cat(what, " name is ", name.size(), " bytes long (expected at most 63)"));
   if (ne.empty() || ne.size() > 4)
-    throw Error(cat("GGUF writer: tensor '", name, "' has ", ne.size(), " dimensions"));
-  uint64_t rows = 1;
-  for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
-  uint64_t bytes = row_bytes(type, ne[0]) * rows;
+    throw Error(cat(what, " has ", ne.size(), " dimensions (expected 1 to 4)"));
+  const std::optional<GgmlTypeInfo> info = ggml_type_info(static_cast<uint32_t>(type));
+  if (!info) throw Error(cat(what, " has unknown type id ", static_cast<uint32_t>(type)));
+  if (ne[0] % info->block_elems)
+    throw Error(cat(what, " dimension 0 (", ne[0], ") is not a multiple of the ", info->name,
+                    " block size ", info->block_elems));
+  uint64_t bytes = ne[0] / info->block_elems * info->block_bytes;
+  for (size_t i = 0; i < ne.size(); ++i) {
+    if (ne[i] == 0) throw Error(cat(what, " dimension ", i, " is 0"));
+    if (i > 0 && __builtin_mul_overflow(bytes, ne[i], &bytes))
+      throw Error(cat(what, " size overflows 64 bits"));
+  }
+  for (const Tensor& t : tensors_)
+    if (t.name == name) throw Error(cat(what, " added twice"));
   tensors_.push_back(Tensor{std::string(name), type, ne, bytes, data_end_});
   data_end_ += (bytes + alignment_ - 1) / alignment_ * alignment_;
 }
@@ -157,7 +175,12 @@ void GgufWriter::write_tensor_data(std::string_view name, const void* data, size
     written_ = 0;
   }
   if (current_ >= tensors_.size() || tensors_[current_].name != name)
-    throw Error(cat("GGUF writer: data for tensor '", name, "' out of declaration order"));
+    throw Error(cat("GGUF writer: data for tensor '", name, "' out of declaration order (",
+                    current_ < tensors_.size() ? cat("tensor '", tensors_[current_].name, "' has ",
+                                                     written_, " of its ", tensors_[current_].bytes,
+                                                     " bytes")
+                                               : std::string("every tensor is complete"),
+                    ")"));
   Tensor& t = tensors_[current_];
   if (written_ + bytes > t.bytes)
     throw Error(cat("GGUF writer: tensor '", name, "' gets more than its ", t.bytes, " bytes"));
@@ -166,6 +189,7 @@ void GgufWriter::write_tensor_data(std::string_view name, const void* data, size
 }
 
 void GgufWriter::finish() {
+  if (finished_) throw Error(cat("GGUF writer: ", path_, " finished twice"));
   if (!data_started_) begin_data();
   while (current_ < tensors_.size() && written_ == tensors_[current_].bytes) {
     pad_to_alignment();

@@ -2,15 +2,21 @@
 // first; begin_data() writes the header, metadata, tensor infos and padding;
 // then tensor bytes are streamed in declaration order, in as many pieces as
 // the caller likes, so a 13 GB model needs only the caller's chunk in memory.
+// Only the encoded metadata (a few MB for a 200k-token vocabulary) is held
+// until begin_data(). Tensor offsets are the running sum of padded sizes in
+// declaration order, as ggml's reader requires (spec §3.1).
 // The file is written as PATH.tmp-PID and renamed to PATH by finish(): a
 // half-written file never carries the real name. An unfinished writer
-// removes its temporary file.
+// removes its temporary file. Misuse -- a key or tensor added twice, a shape
+// the reader would refuse, data out of order or of the wrong size -- throws
+// Error at the call that causes it.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/ggml_types.h"
@@ -70,6 +76,7 @@ class GgufWriter {
   std::FILE* out_ = nullptr;
   std::vector<uint8_t> meta_;  // encoded key/value records
   uint64_t n_kv_ = 0;
+  std::unordered_set<std::string> keys_;
   std::vector<Tensor> tensors_;
   uint64_t data_end_ = 0;      // running offset of declared tensor data
   size_t current_ = 0;         // tensor being streamed
