@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "runtime/error.h"
 
@@ -11,6 +10,18 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr size_t kMaxNameBytes = 63;     // ggml: GGML_MAX_NAME 64 including the NUL
+// Smallest possible records: a key/value is a key length (8), a key byte, a
+// type (4) and a one-byte value; a tensor info a name length (8), a name
+// byte, n_dims (4), one dim (8), a type (4) and an offset (8).
+constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;
+constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
+// Up-front reservations stay small whatever a count claims; a real file
+// grows past them with the vectors' usual doubling.
+constexpr uint64_t kReserveCap = 4096;
+
+[[noreturn]] void fail_in(const std::string& path, const std::string& what) {
+  throw InputError(cat(path, ": ", what));
+}
 
 // Fixed size of a value type; 0 for strings and arrays.
 uint64_t fixed_size(GgufType t) {
@@ -23,6 +34,8 @@ uint64_t fixed_size(GgufType t) {
   }
 }
 
+bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::F64); }
+
 template <typename T>
 T load(const uint8_t* p) {
   T v;
@@ -30,52 +43,81 @@ T load(const uint8_t* p) {
   return v;
 }
 
-// Reads forward through the file; every read is checked against its end.
+std::string_view string_at(const uint8_t* p) {  // a GGUF string whose length was checked
+  return {reinterpret_cast<const char*>(p + 8), static_cast<size_t>(load<uint64_t>(p))};
+}
+
+// A key or tensor name from the file, quoted for a one-line message: control
+// bytes escaped, and cut short when long (a hostile name may be megabytes).
+std::string quoted(std::string_view name) {
+  constexpr size_t kShown = 96;
+  std::string out = "'";
+  for (unsigned char ch : name.substr(0, kShown)) {
+    if (ch < 0x20 || ch == 0x7F || ch == '\\') {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + (name.size() > kShown ? "...'" : "'");
+}
+
+std::string type_text(const MetaEntry& e) {
+  if (e.type != GgufType::ARRAY) return gguf_type_name(e.type);
+  return cat("array of ", gguf_type_name(e.elem_type));
+}
+
+// Reads forward through the bytes, checking every read against the end
+// first. Field names are callables rendered only when a check fails, so the
+// 650k vocabulary strings of a real file are parsed with no name built and
+// nothing allocated per string.
 class Cursor {
  public:
-  Cursor(const uint8_t* begin, const uint8_t* end,
-         const std::function<void(const std::string&)>& fail)
-      : begin_(begin), p_(begin), end_(end), fail_(fail) {}
+  Cursor(const std::string& path, const uint8_t* begin, const uint8_t* end)
+      : path_(path), begin_(begin), p_(begin), end_(end) {}
   uint64_t pos() const { return static_cast<uint64_t>(p_ - begin_); }
   uint64_t remaining() const { return static_cast<uint64_t>(end_ - p_); }
   const uint8_t* here() const { return p_; }
 
-  const uint8_t* take(uint64_t n, const std::string& field) {
+  template <typename Name>
+  const uint8_t* take(uint64_t n, const Name& name) {
     if (n > remaining())
-      fail_(cat("truncated: ", field, " needs ", n, " bytes at offset ", pos(), ", only ",
-                remaining(), " remain"));
+      fail_in(path_, cat("truncated: ", name(), " needs ", n, " bytes at offset ", pos(), ", only ",
+                         remaining(), " remain"));
     const uint8_t* p = p_;
     p_ += n;
     return p;
   }
-  template <typename T>
-  T read(const std::string& field) {
-    return load<T>(take(sizeof(T), field));
+  template <typename T, typename Name>
+  T read(const Name& name) {
+    return load<T>(take(sizeof(T), name));
   }
-  std::string_view string(const std::string& field) {
-    uint64_t n = read<uint64_t>(field + " length");
+  template <typename Name>
+  std::string_view string(const Name& name) {
+    const uint64_t n = read<uint64_t>([&] { return cat(name(), " length"); });
     if (n > remaining())
-      fail_(cat(field, " length ", n, " is larger than the ", remaining(),
-                " bytes left in the file"));
-    return {reinterpret_cast<const char*>(take(n, field)), static_cast<size_t>(n)};
+      fail_in(path_, cat(name(), " length ", n, " is larger than the ", remaining(),
+                         " bytes left in the file"));
+    return {reinterpret_cast<const char*>(take(n, name)), static_cast<size_t>(n)};
   }
 
  private:
+  const std::string& path_;
   const uint8_t* begin_;
   const uint8_t* p_;
   const uint8_t* end_;
-  const std::function<void(const std::string&)>& fail_;
 };
-
-bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::F64); }
 
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
-  static const char* names[] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+  static const char* names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                 "bool", "string", "array", "u64", "i64", "f64"};
-  uint32_t i = static_cast<uint32_t>(t);
-  return i < 13 ? names[i] : "unknown";
+  const uint32_t i = static_cast<uint32_t>(t);
+  return valid_type(i) ? names[i] : "unknown";
 }
 
 GgufFile::GgufFile(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}
@@ -92,130 +134,156 @@ GgufFile GgufFile::from_memory(const uint8_t* data, size_t size, const std::stri
   return f;
 }
 
-void GgufFile::fail(const std::string& what) const { throw InputError(cat(path(), ": ", what)); }
+void GgufFile::fail(const std::string& what) const { fail_in(path(), what); }
 
 void GgufFile::parse() {
-  std::function<void(const std::string&)> failer = [this](const std::string& w) { fail(w); };
   const uint8_t* base = file_->data();
-  Cursor c(base, base + file_->size(), failer);
+  Cursor c(path(), base, base + file_->size());
 
-  uint32_t magic = c.read<uint32_t>("magic");
-  if (magic != kMagic) fail("not a GGUF file (the first 4 bytes are not \"GGUF\")");
-  version_ = c.read<uint32_t>("version");
-  if (version_ != 2 && version_ != 3)
-    fail(cat("GGUF version ", version_, " is not supported (expected 2 or 3)"));
-  uint64_t n_tensors = c.read<uint64_t>("tensor count");
-  uint64_t n_kv = c.read<uint64_t>("metadata count");
-  // Smallest possible records: a key/value is 8 + 1 + 4 + 1 bytes, a tensor
-  // info 8 + 1 + 4 + 8 + 4 + 8. Counts that could not fit are refused before
+  if (c.read<uint32_t>([] { return "magic"; }) != kMagic)
+    fail("magic: not a GGUF file (the first 4 bytes are not \"GGUF\")");
+  version_ = c.read<uint32_t>([] { return "version"; });
+  if (version_ != 2 && version_ != 3) {
+    // A byte-swapped small version has its low 16 bits zero (spec §3.1).
+    const bool swapped = version_ != 0 && (version_ & 0xFFFF) == 0;
+    fail(cat("GGUF version ", version_, " is not supported (expected 2 or 3",
+             swapped ? "; the file looks big-endian, tps reads little-endian files only" : "",
+             ")"));
+  }
+  const uint64_t n_tensors = c.read<uint64_t>([] { return "tensor count"; });
+  const uint64_t n_kv = c.read<uint64_t>([] { return "metadata count"; });
+  // Counts that could not fit in the rest of the file are refused before
   // anything is reserved for them.
-  if (n_kv > c.remaining() / 14)
-    fail(cat("metadata count ", n_kv, " cannot fit in the ", c.remaining(), " bytes left"));
-  if (n_tensors > c.remaining() / 33)
-    fail(cat("tensor count ", n_tensors, " cannot fit in the ", c.remaining(), " bytes left"));
+  if (n_kv > c.remaining() / kMinKvBytes)
+    fail(cat("metadata count ", n_kv, " cannot fit in the ", c.remaining(),
+             " bytes left (a record takes at least ", kMinKvBytes, ")"));
+  if (n_tensors > c.remaining() / kMinTensorInfoBytes)
+    fail(cat("tensor count ", n_tensors, " cannot fit in the ", c.remaining(),
+             " bytes left (a tensor info takes at least ", kMinTensorInfoBytes, ")"));
 
-  meta_.reserve(n_kv);
+  meta_.reserve(std::min(n_kv, kReserveCap));
   for (uint64_t i = 0; i < n_kv; ++i) {
-    const std::string where = cat("metadata entry ", i);
     MetaEntry e;
-    e.key = c.string(where + " key");
-    if (e.key.empty()) fail(cat(where, ": empty key"));
-    const std::string field = cat("metadata key '", e.key, "'");
-    uint32_t type = c.read<uint32_t>(field + " type");
-    if (!valid_type(type)) fail(cat(field, ": unknown value type ", type, " (expected 0..12)"));
+    e.key = c.string([&] { return cat("metadata entry ", i, " key"); });
+    if (e.key.empty()) fail(cat("metadata entry ", i, " key is empty"));
+    const std::string field = cat("metadata key ", quoted(e.key));
+    const uint32_t type = c.read<uint32_t>([&] { return field + " type"; });
+    if (!valid_type(type)) fail(cat(field, " value type ", type, " is unknown (expected 0 to 12)"));
     e.type = static_cast<GgufType>(type);
+    GgufType scalar_type = e.type;  // the type of each value stored
+    uint64_t values = 1;
     if (e.type == GgufType::ARRAY) {
-      uint32_t et = c.read<uint32_t>(field + " array element type");
-      if (!valid_type(et)) fail(cat(field, ": unknown array element type ", et));
+      const uint32_t et = c.read<uint32_t>([&] { return field + " array element type"; });
+      if (!valid_type(et))
+        fail(cat(field, " array element type ", et, " is unknown (expected 0 to 12)"));
       e.elem_type = static_cast<GgufType>(et);
-      if (e.elem_type == GgufType::ARRAY) fail(cat(field, ": nested arrays are not supported"));
-      e.count = c.read<uint64_t>(field + " array length");
-      uint64_t min_size = e.elem_type == GgufType::STRING ? 8 : fixed_size(e.elem_type);
+      if (e.elem_type == GgufType::ARRAY)
+        fail(cat(field, " array element type is array: nested arrays are not supported"));
+      e.count = c.read<uint64_t>([&] { return field + " array length"; });
+      const uint64_t min_size = e.elem_type == GgufType::STRING ? 8 : fixed_size(e.elem_type);
       if (e.count > c.remaining() / min_size)
         fail(cat(field, " array length ", e.count, " cannot fit in the ", c.remaining(),
                  " bytes left"));
-      e.value = c.here();
-      if (e.elem_type == GgufType::STRING) {
-        for (uint64_t j = 0; j < e.count; ++j) c.string(cat(field, " element ", j));
-      } else {
-        c.take(e.count * min_size, field + " array data");
-      }
-    } else {
-      e.value = c.here();
-      if (e.type == GgufType::STRING) c.string(field);
-      else c.take(fixed_size(e.type), field + " value");
-      if (e.type == GgufType::BOOL && *e.value > 1)
-        fail(cat(field, ": bool value ", int(*e.value), " (expected 0 or 1)"));
+      scalar_type = e.elem_type;
+      values = e.count;
     }
+    e.value = c.here();
+    if (scalar_type == GgufType::STRING) {
+      for (uint64_t j = 0; j < values; ++j)
+        c.string([&] { return e.type == GgufType::ARRAY ? cat(field, " element ", j) : field; });
+    } else {
+      // values * size cannot overflow: values was checked against the bytes left.
+      c.take(values * fixed_size(scalar_type), [&] { return field + " value"; });
+    }
+    if (scalar_type == GgufType::BOOL)
+      for (uint64_t j = 0; j < values; ++j)
+        if (e.value[j] > 1)
+          fail(cat(field, e.type == GgufType::ARRAY ? cat(" element ", j) : "", " bool value ",
+                   int{e.value[j]}, " is not 0 or 1"));
     if (!meta_index_.emplace(e.key, meta_.size()).second) fail(cat(field, " appears twice"));
     meta_.push_back(e);
   }
 
   if (const MetaEntry* a = find("general.alignment")) {
-    if (a->type != GgufType::U32)
-      fail(cat("metadata key 'general.alignment' has type ", gguf_type_name(a->type),
-               ", expected u32"));
+    if (a->type != GgufType::U32) wrong_type(*a, "u32");
     alignment_ = load<uint32_t>(a->value);
     if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0)
-      fail(cat("general.alignment is ", alignment_, " (expected a power of two)"));
+      fail(cat("metadata key 'general.alignment' is ", alignment_, " (expected a power of two)"));
   }
 
-  tensors_.reserve(n_tensors);
+  tensors_.reserve(std::min(n_tensors, kReserveCap));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorView t;
-    t.name = c.string(cat("tensor ", i, " name"));
-    const std::string field = cat("tensor '", t.name, "'");
+    t.name = c.string([&] { return cat("tensor ", i, " name"); });
+    const std::string field = cat("tensor ", quoted(t.name));
     if (t.name.size() > kMaxNameBytes)
-      fail(cat(field, ": name is ", t.name.size(), " bytes (at most ", kMaxNameBytes, ")"));
-    uint32_t n_dims = c.read<uint32_t>(field + " dimension count");
-    if (n_dims < 1 || n_dims > 4) fail(cat(field, " has ", n_dims, " dimensions (expected 1 to 4)"));
+      fail(cat(field, " name is ", t.name.size(), " bytes long (expected at most ", kMaxNameBytes,
+               ")"));
+    const uint32_t n_dims = c.read<uint32_t>([&] { return field + " dimension count"; });
+    if (n_dims < 1 || n_dims > 4)
+      fail(cat(field, " dimension count ", n_dims, " is out of range (expected 1 to 4)"));
     t.n_dims = static_cast<int>(n_dims);
     uint64_t elems = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
-      t.ne[d] = c.read<uint64_t>(cat(field, " dimension ", d));
-      if (t.ne[d] == 0) fail(cat(field, " dimension ", d, " is 0"));
-      if (__builtin_mul_overflow(elems, t.ne[d], &elems) || elems > (uint64_t{1} << 62))
-        fail(cat(field, " shape overflows 64 bits"));
+      t.ne[d] = c.read<uint64_t>([&] { return cat(field, " dimension ", d); });
+      if (t.ne[d] == 0) fail(cat(field, " dimension ", d, " is 0 (expected at least 1)"));
+      if (__builtin_mul_overflow(elems, t.ne[d], &elems))
+        fail(cat(field, " shape has more than 2^64 elements (dimension ", d, " is ", t.ne[d], ")"));
     }
-    uint32_t type = c.read<uint32_t>(field + " type");
-    auto info = ggml_type_info(type);
-    if (!info) fail(cat(field, " has unknown or retired type id ", type));
+    const uint32_t type = c.read<uint32_t>([&] { return field + " type"; });
+    const std::optional<GgmlTypeInfo> info = ggml_type_info(type);
+    if (!info) fail(cat(field, " type id ", type, " is unknown or retired"));
     t.type = static_cast<GgmlType>(type);
     if (t.ne[0] % info->block_elems)
       fail(cat(field, " dimension 0 (", t.ne[0], ") is not a multiple of the ", info->name,
                " block size ", info->block_elems));
+    // Types of more than one byte per element can overflow where the
+    // element count did not.
+    if (__builtin_mul_overflow(elems / info->block_elems, uint64_t{info->block_bytes}, &t.bytes))
+      fail(cat(field, " size overflows 64 bits (", elems, " elements of ", info->name, ")"));
     t.row_bytes = t.ne[0] / info->block_elems * info->block_bytes;
-    t.bytes = t.row_bytes * (elems / t.ne[0]);  // elems < 2^62: no overflow
-    uint64_t offset = c.read<uint64_t>(field + " offset");
-    if (offset % alignment_)
-      fail(cat(field, " offset ", offset, " is not a multiple of the alignment ", alignment_));
-    t.offset = offset;  // relative until the data section is known
+    t.offset = c.read<uint64_t>([&] { return field + " offset"; });
+    if (t.offset % alignment_)
+      fail(cat(field, " offset ", t.offset, " is not a multiple of the alignment ", alignment_));
     if (!tensor_index_.emplace(t.name, tensors_.size()).second) fail(cat(field, " appears twice"));
     tensors_.push_back(t);
   }
+  data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  parse_tensor_data();
+}
 
-  uint64_t end_of_infos = c.pos();
-  data_offset_ = (end_of_infos + alignment_ - 1) / alignment_ * alignment_;
-  if (data_offset_ > file_size() && !tensors_.empty())
-    fail(cat("truncated: the data section would start at ", data_offset_, ", past the end (",
-             file_size(), ")"));
-  const uint64_t data_bytes = file_size() > data_offset_ ? file_size() - data_offset_ : 0;
-  for (TensorView& t : tensors_) {
+// Places every tensor in the data section: inside it, and sharing no bytes
+// with another. Offsets are still relative to the data section on entry.
+void GgufFile::parse_tensor_data() {
+  if (tensors_.empty()) return;
+  if (data_offset_ > file_size())
+    fail(cat("truncated: the data section would start at offset ", data_offset_,
+             ", past the end of the file (", file_size(), " bytes)"));
+  const uint64_t data_bytes = file_size() - data_offset_;
+  for (const TensorView& t : tensors_)
     if (t.offset > data_bytes || t.bytes > data_bytes - t.offset)
-      fail(cat("tensor '", t.name, "' data [", t.offset, ", ", t.offset + t.bytes,
-               ") lies past the end of the data section (", data_bytes, " bytes)"));
-    t.offset += data_offset_;
-    t.data = base + t.offset;
-  }
-  // No two tensors may share bytes.
+      fail(cat("tensor ", quoted(t.name), " offset ", t.offset, " + ", t.bytes,
+               " bytes lies past the end of the data section (", data_bytes, " bytes)"));
+
   std::vector<const TensorView*> by_offset;
+  by_offset.reserve(tensors_.size());
   for (const TensorView& t : tensors_) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const TensorView* a, const TensorView* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < by_offset.size(); ++i)
-    if (by_offset[i - 1]->offset + by_offset[i - 1]->bytes > by_offset[i]->offset)
-      fail(cat("tensor '", by_offset[i]->name, "' overlaps tensor '", by_offset[i - 1]->name,
-               "'"));
+  // Ties in file order, so the message names the same pair every time.
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorView* a, const TensorView* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a < b;
+  });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorView& a = *by_offset[i - 1];
+    const TensorView& b = *by_offset[i];
+    if (a.offset + a.bytes > b.offset)
+      fail(cat("tensor ", quoted(b.name), " offset ", b.offset, " overlaps tensor ", quoted(a.name),
+               " (offset ", a.offset, ", ", a.bytes, " bytes)"));
+  }
+
+  for (TensorView& t : tensors_) {
+    t.offset += data_offset_;
+    t.data = file_->data() + t.offset;
+  }
 }
 
 const MetaEntry* GgufFile::find(std::string_view key) const {
@@ -225,43 +293,45 @@ const MetaEntry* GgufFile::find(std::string_view key) const {
 
 const MetaEntry& GgufFile::expect(std::string_view key) const {
   const MetaEntry* e = find(key);
-  if (!e) fail(cat("metadata key '", key, "' is missing"));
+  if (!e) fail(cat("metadata key ", quoted(key), " is missing"));
   return *e;
 }
 
-int64_t GgufFile::integer(const MetaEntry& e) const {
+void GgufFile::wrong_type(const MetaEntry& e, const char* expected) const {
+  fail(cat("metadata key ", quoted(e.key), " has type ", type_text(e), ", expected ", expected));
+}
+
+uint64_t GgufFile::unsigned_value(const MetaEntry& e) const {
+  int64_t v;
   switch (e.type) {
     case GgufType::U8: return load<uint8_t>(e.value);
-    case GgufType::I8: return load<int8_t>(e.value);
     case GgufType::U16: return load<uint16_t>(e.value);
-    case GgufType::I16: return load<int16_t>(e.value);
     case GgufType::U32: return load<uint32_t>(e.value);
-    case GgufType::I32: return load<int32_t>(e.value);
-    case GgufType::I64: return load<int64_t>(e.value);
-    case GgufType::U64: {
-      uint64_t v = load<uint64_t>(e.value);
-      if (v > static_cast<uint64_t>(INT64_MAX)) fail(cat("metadata key '", e.key, "' is ", v, ", too large"));
-      return static_cast<int64_t>(v);
-    }
-    default:
-      fail(cat("metadata key '", e.key, "' has type ", gguf_type_name(e.type),
-               ", expected an integer"));
+    case GgufType::U64: return load<uint64_t>(e.value);
+    case GgufType::I8: v = load<int8_t>(e.value); break;
+    case GgufType::I16: v = load<int16_t>(e.value); break;
+    case GgufType::I32: v = load<int32_t>(e.value); break;
+    case GgufType::I64: v = load<int64_t>(e.value); break;
+    default: wrong_type(e, "an unsigned integer");
   }
+  if (v < 0)
+    fail(cat("metadata key ", quoted(e.key), " is ", v, " (expected a non-negative integer)"));
+  return static_cast<uint64_t>(v);
 }
 
 std::optional<uint64_t> GgufFile::find_u64(std::string_view key) const {
   const MetaEntry* e = find(key);
   if (!e) return std::nullopt;
-  int64_t v = integer(*e);
-  if (v < 0) fail(cat("metadata key '", key, "' is ", v, " (expected a non-negative integer)"));
-  return static_cast<uint64_t>(v);
+  return unsigned_value(*e);
 }
 
 std::optional<uint32_t> GgufFile::find_u32(std::string_view key) const {
-  std::optional<uint64_t> v = find_u64(key);
-  if (v && *v > UINT32_MAX) fail(cat("metadata key '", key, "' is ", *v, " (expected < 2^32)"));
-  if (!v) return std::nullopt;
-  return static_cast<uint32_t>(*v);
+  const MetaEntry* e = find(key);
+  if (!e) return std::nullopt;
+  const uint64_t v = unsigned_value(*e);
+  if (v > UINT32_MAX)
+    fail(cat("metadata key ", quoted(key), " is ", v, " (expected at most ", UINT32_MAX, ")"));
+  return static_cast<uint32_t>(v);
 }
 
 std::optional<float> GgufFile::find_f32(std::string_view key) const {
@@ -269,22 +339,20 @@ std::optional<float> GgufFile::find_f32(std::string_view key) const {
   if (!e) return std::nullopt;
   if (e->type == GgufType::F32) return load<float>(e->value);
   if (e->type == GgufType::F64) return static_cast<float>(load<double>(e->value));
-  fail(cat("metadata key '", key, "' has type ", gguf_type_name(e->type), ", expected f32"));
+  wrong_type(*e, "f32");
 }
 
 std::optional<std::string_view> GgufFile::find_string(std::string_view key) const {
   const MetaEntry* e = find(key);
   if (!e) return std::nullopt;
-  if (e->type != GgufType::STRING)
-    fail(cat("metadata key '", key, "' has type ", gguf_type_name(e->type), ", expected string"));
-  return std::string_view(reinterpret_cast<const char*>(e->value + 8), load<uint64_t>(e->value));
+  if (e->type != GgufType::STRING) wrong_type(*e, "string");
+  return string_at(e->value);
 }
 
 std::optional<bool> GgufFile::find_bool(std::string_view key) const {
   const MetaEntry* e = find(key);
   if (!e) return std::nullopt;
-  if (e->type != GgufType::BOOL)
-    fail(cat("metadata key '", key, "' has type ", gguf_type_name(e->type), ", expected bool"));
+  if (e->type != GgufType::BOOL) wrong_type(*e, "bool");
   return *e->value != 0;
 }
 
@@ -305,17 +373,22 @@ std::string_view GgufFile::get_string(std::string_view key) const {
   return *find_string(key);
 }
 
+ArrayInfo GgufFile::get_array_info(std::string_view key) const {
+  const MetaEntry& e = expect(key);
+  if (e.type != GgufType::ARRAY) wrong_type(e, "array");
+  return {e.elem_type, e.count};
+}
+
 std::vector<std::string_view> GgufFile::get_string_array(std::string_view key) const {
   const MetaEntry& e = expect(key);
   if (e.type != GgufType::ARRAY || e.elem_type != GgufType::STRING)
-    fail(cat("metadata key '", key, "' is not an array of strings"));
+    wrong_type(e, "array of string");
   std::vector<std::string_view> out;
-  out.reserve(e.count);
-  const uint8_t* p = e.value;  // lengths were checked when the file was parsed
+  out.reserve(e.count);  // count was walked element by element when parsed
+  const uint8_t* p = e.value;
   for (uint64_t i = 0; i < e.count; ++i) {
-    uint64_t n = load<uint64_t>(p);
-    out.emplace_back(reinterpret_cast<const char*>(p + 8), n);
-    p += 8 + n;
+    out.push_back(string_at(p));
+    p += 8 + out.back().size();
   }
   return out;
 }
@@ -323,9 +396,14 @@ std::vector<std::string_view> GgufFile::get_string_array(std::string_view key) c
 std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
   const MetaEntry& e = expect(key);
   if (e.type != GgufType::ARRAY || (e.elem_type != GgufType::I32 && e.elem_type != GgufType::U32))
-    fail(cat("metadata key '", key, "' is not an array of i32"));
+    wrong_type(e, "array of i32");
   std::vector<int32_t> out(e.count);
   std::memcpy(out.data(), e.value, e.count * 4);
+  if (e.elem_type == GgufType::U32)
+    for (uint64_t i = 0; i < e.count; ++i)
+      if (out[i] < 0)
+        fail(cat("metadata key ", quoted(key), " element ", i, " is ",
+                 static_cast<uint32_t>(out[i]), " (expected at most ", INT32_MAX, ")"));
   return out;
 }
 
@@ -343,10 +421,10 @@ std::string GgufFile::value_text(const MetaEntry& e, size_t max_elems) const {
       case GgufType::F32: return cat(load<float>(p));
       case GgufType::F64: return cat(load<double>(p));
       case GgufType::BOOL: return *p ? "true" : "false";
-      case GgufType::STRING:
-        return cat('"', std::string_view(reinterpret_cast<const char*>(p + 8), load<uint64_t>(p)), '"');
-      default: return "?";
+      case GgufType::STRING: return cat('"', string_at(p), '"');
+      case GgufType::ARRAY: break;  // never an element: nested arrays were refused
     }
+    return "?";
   };
   if (e.type != GgufType::ARRAY) return scalar(e.type, e.value);
   std::string s = cat("[", gguf_type_name(e.elem_type), " x ", e.count, ": ");
@@ -365,7 +443,7 @@ const TensorView* GgufFile::find_tensor(std::string_view name) const {
 
 const TensorView& GgufFile::tensor(std::string_view name) const {
   const TensorView* t = find_tensor(name);
-  if (!t) fail(cat("tensor '", name, "' is missing"));
+  if (!t) fail(cat("tensor ", quoted(name), " is missing"));
   return *t;
 }
 
