@@ -4,8 +4,11 @@
 // Runs the prebuilt CPU llama.cpp that ships inside the npm package
 // node-llama-cpp (pinned in package.json next to this file; nothing is built
 // and no GPU is used) and prints JSON on stdout. llama.cpp's own log goes to
-// stderr, and only its errors unless --verbose. On any failure: one line
-// "llama_ref: <what failed>" on stderr and exit status 1.
+// stderr only with --verbose; otherwise its warnings go into check's JSON and
+// its errors into the failure message. On any failure -- a file llama.cpp
+// refuses, or llama.cpp aborting the process on a failed assertion -- one
+// line "llama_ref: <what failed>" on stderr and exit status 1 (the work runs
+// in a child process so that even an abort ends that way).
 //
 //   node llama_ref.mjs check MODEL.gguf [--threads N] [--verbose]
 //     Loads the file, checks llama.cpp sees a gpt-oss model, tokenizes two
@@ -15,7 +18,7 @@
 //
 //   node llama_ref.mjs score MODEL.gguf --ids FILE [--top K] [--threads N]
 //        [--ctx N] [--batch N] [--flash-attn auto|on|off] [--kv-type T]
-//        [--check-probs] [--no-mmap] [--verbose]
+//        [--check-probs | --fast] [--no-mmap] [--verbose]
 //     Teacher forcing. FILE holds token ids separated by white space. All of
 //     them go to llama.cpp in one evaluation (split into --batch sized
 //     batches), asking for the logits at every position. For each position i
@@ -26,7 +29,9 @@
 //     here in double precision from llama.cpp's raw float32 logits; ties are
 //     broken by the lower id. --check-probs also asks node-llama-cpp for its
 //     own (float32) probabilities and reports the largest |difference| from
-//     our top-K log-probs. The output has the shape of `tpsrun score --json`.
+//     our top-K log-probs. --fast fetches only the top-K logits and
+//     llama.cpp's float32 normalizer: ~6x quicker, log-probs off by up to
+//     ~4e-4 nats. The output has the shape of `tpsrun score --json`.
 //
 //   node llama_ref.mjs bench MODEL.gguf --threads N --prompt-tokens P
 //        --gen-tokens G [--prompt-ids FILE] [--repetitions R] [--batch N]
@@ -34,6 +39,12 @@
 //     Prefill tokens/s over a P-token prompt of fixed ids (or the ids in
 //     --prompt-ids FILE) and decode tokens/s over G greedy tokens, as JSON
 //     with the node-llama-cpp version, llama.cpp's release and the CPU model.
+//     Prefill time runs from handing over the prompt to having the first
+//     token (so it is also the time to first token); decode is G single-token
+//     evaluations after that, each feeding back the greedy token. Defaults:
+//     P 128, G 32, one repetition (medians reported when more), one warm-up
+//     token first. node-llama-cpp adds ~3 ms per decode call (the tiny model
+//     decodes at ~300 tokens/s), which is noise at real model sizes.
 //
 // Positional forms kept for existing callers (tests/llama_parity_test.cpp,
 // tests/CMakeLists.txt, bench/e2e):
@@ -43,6 +54,7 @@
 // Defaults and what the options mean (they are llama.cpp context settings):
 //   --threads N       1. llama.cpp's n_threads and n_threads_batch. Passed
 //                     exactly (node-llama-cpp's own cap on threads is lifted).
+//                     Results do not depend on it (1 and 2 threads: identical).
 //   --ctx N           score: max(256, number of ids); check: 256; bench:
 //                     P + G + 16. llama.cpp may round it up to a multiple of 256.
 //                     It never changes results as long as every token fits
@@ -50,15 +62,25 @@
 //   --batch N         512, or the context size if smaller. node-llama-cpp
 //                     sets llama.cpp's n_batch and n_ubatch both to it, so
 //                     it is how many tokens one forward pass (graph) holds.
-//                     Results can move slightly with it (different kernels
-//                     and splits for different row counts).
+//                     Measured: with flash attention on, results depend on it
+//                     (on tiny, 64 ids scored with batch <= 32 vs >= 64 differ
+//                     by a median 0.009, at most 0.05 nats -- llama.cpp's CPU
+//                     flash-attention kernel works differently on more rows);
+//                     with flash attention off, batch size changes nothing.
 //   --flash-attn M    auto (llama.cpp's default; on the CPU backend it turns
 //                     flash attention on for gpt-oss). on/off force it. The
 //                     environment variable TPS_LLAMA_FLASH_ATTENTION=off|on
 //                     does the same when the flag is absent (older callers).
 //   --kv-type T       f16 (llama.cpp's default), or f32/q8_0 etc.: the KV
 //                     cache element type (node-llama-cpp marks the option
-//                     experimental). f32 takes one rounding out of llama.cpp.
+//                     experimental). Measured: with flash attention on, f32
+//                     gives exactly the f16 results (the kernel works in f16
+//                     either way); with it off, f32 removes a rounding.
+//                     "--flash-attn off --kv-type f32" is llama.cpp's most
+//                     exact setting: tps (tpsrun score --yarn-truncate, 2026-11-22)
+//                     matched it to 1.2e-6 nats on the tiny preset and to a
+//                     median 9e-7 on small (one position 0.02: a Q8_0 rounding
+//                     flip), against a median 0.036 with llama.cpp's defaults.
 //   --no-mmap         read the file into memory instead of mapping it.
 //   seeds             irrelevant: score reads logits before any sampling, and
 //                     bench decodes greedily (temperature 0).
@@ -209,19 +231,41 @@ function logSoftmaxTop(logits, k, wanted) {
 // `wantPositions` ask for their logits ("generateNext: {logits: true}",
 // the raw pre-sampling logits of the whole vocabulary; the sampler chain is
 // plain greedy, which changes no logit). Each position's result is reduced as
-// soon as it arrives (onTokenResult) and the 201,088-entry map is dropped,
-// so memory stays flat however long the sequence is.
-async function teacherForce(sequence, ids, wantPositions, k, checkProbs) {
+// soon as it arrives (onTokenResult) and its 201,088-entry map dropped; peak
+// memory still grows with the positions of one batch (about 1 GB for 255).
+//
+// fast: instead ask only for the top-K logits and the wanted token's
+// ("logits: {filter: {tokens, includeTop}}") plus llama.cpp's normalizer
+// ("totalLogitWeight" = sum of exp(logit - max), summed in float32). About 6x
+// quicker, but that float32 sum is off by up to ~4e-4 nats (measured on tiny).
+async function teacherForce(sequence, ids, wantPositions, k, { checkProbs = false, fast = false } = {}) {
   const want = new Set(wantPositions);
   const reduced = new Map();
   let worstProbDiff = 0;
-  const items = ids.map((id, i) =>
-    want.has(i) ? [id, { generateNext: { logits: true, probabilities: checkProbs, token: true } }] : id);
+  const ask = (i) => {
+    const wanted = i + 1 < ids.length ? [ids[i + 1]] : [];
+    return fast
+      ? { logits: { filter: { tokens: wanted, includeTop: k } }, totalLogitWeight: true, token: true }
+      : { logits: true, probabilities: checkProbs, token: true };
+  };
+  const items = ids.map((id, i) => (want.has(i) ? [id, { generateNext: ask(i) }] : id));
   await sequence.controlledEvaluate(items, {
     onTokenResult(index, output) {
       const next = output.next;
       if (!next?.logits) return;
-      const r = logSoftmaxTop(next.logits, k, index + 1 < ids.length ? ids[index + 1] : null);
+      const wanted = index + 1 < ids.length ? ids[index + 1] : null;
+      let r;
+      if (fast) {
+        const top = [...next.logits].sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, k);
+        const lse = top[0][1] + Math.log(next.totalLogitWeight);
+        r = {
+          top: top.map(([id, v]) => [id, v - lse]),
+          wantedLogprob: wanted == null ? null : next.logits.get(wanted) - lse,
+          nVocab: null,
+        };
+      } else {
+        r = logSoftmaxTop(next.logits, k, wanted);
+      }
       r.greedy = next.token;
       if (checkProbs && next.probabilities) {
         for (const [id, lp] of r.top) {
@@ -235,7 +279,7 @@ async function teacherForce(sequence, ids, wantPositions, k, checkProbs) {
     },
   });
   for (const i of want) if (!reduced.has(i)) throw new Error(`llama.cpp returned no logits for position ${i}`);
-  return { reduced, worstProbDiff: checkProbs ? worstProbDiff : null };
+  return { reduced, worstProbDiff: checkProbs && !fast ? worstProbDiff : null };
 }
 
 // ---------------------------------------------------------------- check
@@ -257,7 +301,7 @@ async function check(modelPath, opts) {
   const context = await createContext(model, { contextSize: 256, threads: opts.threads, flashAttn: "auto" });
   const sequence = context.getSequence();
   const ids = tokensOf["Hello, world!"];
-  const { reduced, worstProbDiff } = await teacherForce(sequence, ids, [ids.length - 1], 5, true);
+  const { reduced, worstProbDiff } = await teacherForce(sequence, ids, [ids.length - 1], 5, { checkProbs: true });
   const last = reduced.get(ids.length - 1);
 
   const summary = {
@@ -326,7 +370,8 @@ async function score(modelPath, opts) {
 
   const t0 = performance.now();
   const wanted = ids.slice(0, -1).map((_, i) => i);
-  const { reduced, worstProbDiff } = await teacherForce(sequence, ids, wanted, opts.top, opts.checkProbs);
+  const { reduced, worstProbDiff } = await teacherForce(sequence, ids, wanted, opts.top,
+    { checkProbs: opts.checkProbs, fast: opts.fast });
   const seconds = (performance.now() - t0) / 1000;
 
   const positions = wanted.map((i) => {
@@ -338,12 +383,12 @@ async function score(modelPath, opts) {
     llama_cpp_release: llama.llamaCppRelease.release,
     model: modelPath,
     tokens: ids.length,
-    n_vocab: reduced.get(0).nVocab,
-    settings: settingsOf(context, flashAttn, opts.kvType),
+    n_vocab: reduced.get(0).nVocab ?? nVocab,
+    settings: { ...settingsOf(context, flashAttn, opts.kvType), logprobs: opts.fast ? "fast (float32 normalizer)" : "exact (float64 log-softmax)" },
     seconds,
     positions,
   };
-  if (opts.checkProbs) out.probabilities_vs_logsoftmax_max_abs_diff = worstProbDiff;
+  if (worstProbDiff != null) out.probabilities_vs_logsoftmax_max_abs_diff = worstProbDiff;
   await context.dispose();
   await model.dispose();
   process.stdout.write(JSON.stringify(out) + "\n");
@@ -388,6 +433,8 @@ async function bench(modelPath, opts) {
   const context = await createContext(model, {
     contextSize: opts.ctx ?? ids.length + gen + 16, batchSize: opts.batch,
     threads: opts.threads, flashAttn, kvType: opts.kvType });
+  if (context.contextSize < ids.length + gen + 1)
+    throw new Error(`the context (${context.contextSize} tokens) cannot hold ${ids.length} prompt + ${gen} generated tokens`);
   const sequence = context.getSequence();
 
   // Greedy: temperature 0 makes node-llama-cpp's sampler chain plain argmax.
@@ -454,7 +501,7 @@ async function bench(modelPath, opts) {
 const USAGE =
   "usage: node llama_ref.mjs check MODEL.gguf [--threads N] [--verbose]\n" +
   "       node llama_ref.mjs score MODEL.gguf --ids FILE [--top K] [--threads N] [--ctx N] [--batch N]\n" +
-  "                          [--flash-attn auto|on|off] [--kv-type f16|f32|q8_0] [--check-probs] [--no-mmap]\n" +
+  "                          [--flash-attn auto|on|off] [--kv-type f16|f32|q8_0] [--check-probs | --fast] [--no-mmap]\n" +
   "       node llama_ref.mjs bench MODEL.gguf --threads N --prompt-tokens P --gen-tokens G\n" +
   "                          [--prompt-ids FILE] [--repetitions R] [--batch N] [--flash-attn M] [--no-warmup]\n" +
   "       (also: score MODEL IDS_FILE [TOP_K] [THREADS]; bench MODEL PROMPT_TEXT_FILE THREADS GEN_TOKENS)";
@@ -486,6 +533,7 @@ function parseCommandLine(argv) {
         "flash-attn": { type: "string" },
         "kv-type": { type: "string" },
         "check-probs": { type: "boolean" },
+        fast: { type: "boolean" },
         "no-mmap": { type: "boolean" },
         "prompt-tokens": { type: "string" },
         "gen-tokens": { type: "string" },
@@ -512,6 +560,7 @@ function parseCommandLine(argv) {
     kvType: v["kv-type"],
     mmap: !v["no-mmap"],
     checkProbs: !!v["check-probs"],
+    fast: !!v.fast,
   };
   if (command === "check") {
     if (p.length !== 1) fail("check takes one model file (--help prints the usage)");
@@ -553,6 +602,7 @@ async function runAsChild(argv) {
     env: { ...process.env, LLAMA_REF_CHILD: "1" },
     stdio: ["ignore", "inherit", "pipe"],
   });
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => child.kill(sig));
   let err = "";
   child.stderr.on("data", (chunk) => {
     if (verbose) process.stderr.write(chunk);
@@ -570,7 +620,7 @@ async function runAsChild(argv) {
   } else {
     const cause = lines.findLast((l) => /GGML_ASSERT|GGML_ABORT|error|terminate|what\(\)/i.test(l)) ?? lines.at(-1) ??
       "(nothing on stderr)";
-    process.stderr.write(`llama_ref: llama.cpp crashed (${signal ?? `exit ${code}`}): ${cause}\n`);
+    process.stderr.write(`llama_ref: the llama.cpp process died (${signal ?? `exit status ${code}`}): ${cause}\n`);
   }
   process.exit(1);
 }
