@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+#include <limits>
 #include <queue>
 
 #include "engine/byte_level.h"
@@ -12,19 +14,34 @@
 namespace tps {
 namespace {
 
-// The o200k pre-tokenizer pattern (spec §5.2), identical in o200k_harmony.
+// The o200k pre-tokenizer pattern (spec §5.2), identical in o200k_harmony,
+// with \s written as \p{White_Space}: tiktoken's Rust regex means exactly
+// that by \s, while PCRE2's \s also takes U+180E MONGOLIAN VOWEL SEPARATOR
+// (a space before Unicode 6.3, a format character since).
 constexpr const char* kPattern =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
     "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
     "|\\p{N}{1,3}"
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
-    "|\\s*[\\r\\n]+"
-    "|\\s+(?!\\S)"
-    "|\\s+";
+    "| ?[^\\p{White_Space}\\p{L}\\p{N}]+[\\r\\n/]*"
+    "|\\p{White_Space}*[\\r\\n]+"
+    "|\\p{White_Space}+(?!\\P{White_Space})"
+    "|\\p{White_Space}+";
 
 constexpr int32_t kTypeNormal = 1, kTypeControl = 3, kTypeUserDefined = 4;
+constexpr uint32_t kNoMerge = std::numeric_limits<uint32_t>::max();
+constexpr const char* kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+std::string pcre2_message(int code) {
+  PCRE2_UCHAR buffer[256];
+  pcre2_get_error_message(code, buffer, sizeof buffer);
+  return reinterpret_cast<const char*>(buffer);
+}
 
 }  // namespace
 
@@ -33,10 +50,17 @@ struct Tokenizer::Regex {
   Regex() {
     int err = 0;
     PCRE2_SIZE offset = 0;
+    // PCRE2_MATCH_INVALID_UTF: invalid UTF-8 is matched by nothing instead of
+    // failing the whole call, and the subject is not validated up front on
+    // every call (which would make splitting a long text quadratic).
     code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
-    if (!code) throw Error(cat("tokenizer: cannot compile the split pattern (PCRE2 error ", err, ")"));
-    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if unavailable
+    if (!code)
+      throw Error(cat("tokenizer: cannot compile the split pattern at offset ", offset, ": ",
+                      pcre2_message(err)));
+    // Without JIT support in the library pcre2_match interprets the pattern:
+    // the same matches, only slower.
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   }
   ~Regex() { pcre2_code_free(code); }
 };
@@ -45,44 +69,73 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
                      std::span<const std::string_view> merges)
     : regex_(std::make_unique<Regex>()) {
   const size_t n = tokens.size();
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    throw InputError(cat("tokenizer: ", n, " tokens is more than 32-bit ids can number"));
+  if (!types.empty() && types.size() != n)
+    throw InputError(cat("tokenizer: ", types.size(), " token types for ", n,
+                         " tokens (tokenizer.ggml.token_type must have one per token)"));
   bytes_.resize(n);
   control_.assign(n, 0);
+  // Vocabulary text -> id of the ordinary tokens: merges name their pieces so.
   std::unordered_map<std::string_view, int32_t> id_of_text;
   id_of_text.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t type = i < types.size() ? types[i] : kTypeNormal;
-    std::optional<std::string> raw =
-        type == kTypeControl || type == kTypeUserDefined ? std::nullopt : vocab_text_to_bytes(tokens[i]);
-    control_[i] = !raw;
-    bytes_[i] = raw ? std::move(*raw) : std::string(tokens[i]);
-    id_of_text.emplace(tokens[i], static_cast<int32_t>(i));
-  }
   id_of_bytes_.reserve(n * 2);
   for (size_t i = 0; i < n; ++i) {
-    if (control_[i]) special_.emplace(bytes_[i], static_cast<int32_t>(i));
-    else id_of_bytes_.emplace(bytes_[i], static_cast<int32_t>(i));
+    const int32_t id = static_cast<int32_t>(i);
+    const int32_t type = types.empty() ? kTypeNormal : types[i];
+    if (type == kTypeControl || type == kTypeUserDefined) {
+      control_[i] = 1;
+      bytes_[i] = tokens[i];
+      // An empty special would match everywhere; it can only be decoded.
+      if (!bytes_[i].empty()) special_.emplace(bytes_[i], id);
+      continue;
+    }
+    std::optional<std::string> raw = vocab_text_to_bytes(tokens[i]);
+    if (!raw)
+      throw InputError(cat("tokenizer.ggml.tokens[", i, "] is not GPT-2 byte-level text (type ",
+                           type, "): not a byte-level BPE vocabulary"));
+    bytes_[i] = std::move(*raw);
+    // Unknown, unused and byte tokens decode, but encoding never makes them.
+    if (type == kTypeNormal) {
+      id_of_bytes_.emplace(bytes_[i], id);
+      id_of_text.emplace(tokens[i], id);
+    }
   }
+  for (const auto& [text, id] : special_) {
+    special_start_[static_cast<unsigned char>(text[0])] = true;
+    if (std::find(special_lengths_.begin(), special_lengths_.end(), text.size()) ==
+        special_lengths_.end())
+      special_lengths_.push_back(text.size());
+  }
+  std::sort(special_lengths_.rbegin(), special_lengths_.rend());
   for (int b = 0; b < 256; ++b) {
-    std::string one(1, static_cast<char>(b));
-    auto it = id_of_bytes_.find(one);
+    auto it = id_of_bytes_.find(std::string(1, static_cast<char>(b)));
     if (it == id_of_bytes_.end())
-      throw InputError(cat("tokenizer: the vocabulary has no token for byte ", b,
+      throw InputError(cat("tokenizer: the vocabulary has no ordinary token for byte ", b,
                            " (not a byte-level BPE vocabulary)"));
     byte_token_[b] = it->second;
   }
+
+  // A merge's priority is its token's rank: the index of the first merge
+  // that makes that token (see tokenizer.h).
+  std::vector<uint32_t> rank_of_token(n, kNoMerge);
   merges_.reserve(merges.size() * 2);
   std::string joined;
   for (size_t r = 0; r < merges.size(); ++r) {
-    std::string_view m = merges[r];
-    size_t space = m.find(' ');
-    if (space == std::string_view::npos) continue;
-    auto left = id_of_text.find(m.substr(0, space)), right = id_of_text.find(m.substr(space + 1));
-    joined.assign(m.substr(0, space)).append(m.substr(space + 1));
+    const std::string_view m = merges[r];
+    const size_t space = m.find(' ');  // byte-level text has no spaces ("Ġ" is the space byte)
+    if (space == std::string_view::npos)
+      throw InputError(cat("tokenizer.ggml.merges[", r, "] has no space (expected \"A B\")"));
+    const std::string_view left_text = m.substr(0, space), right_text = m.substr(space + 1);
+    auto left = id_of_text.find(left_text), right = id_of_text.find(right_text);
+    joined.assign(left_text).append(right_text);
     auto result = id_of_text.find(joined);
+    // A merge whose pieces or product are not tokens can never apply.
     if (left == id_of_text.end() || right == id_of_text.end() || result == id_of_text.end())
-      continue;  // a merge whose pieces are not tokens can never apply
-    uint64_t key = (static_cast<uint64_t>(left->second) << 32) | static_cast<uint32_t>(right->second);
-    merges_.emplace(key, Merge{static_cast<uint32_t>(r), result->second});
+      continue;
+    uint32_t& rank = rank_of_token[result->second];
+    if (rank == kNoMerge) rank = static_cast<uint32_t>(r);
+    merges_.emplace(pair_key(left->second, right->second), Merge{rank, result->second});
   }
 }
 
@@ -98,12 +151,17 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   std::vector<int32_t> types;
   if (f.find("tokenizer.ggml.token_type")) types = f.get_i32_array("tokenizer.ggml.token_type");
   std::vector<std::string_view> merges = f.get_string_array("tokenizer.ggml.merges");
-  return Tokenizer(tokens, types, merges);
+  try {
+    return Tokenizer(tokens, types, merges);
+  } catch (const InputError& e) {
+    throw InputError(cat(f.path(), ": ", e.what()));
+  }
 }
 
 const std::string& Tokenizer::token_bytes(int32_t id) const {
   if (id < 0 || id >= vocab_size())
-    throw InputError(cat("token id ", id, " is outside the vocabulary (0..", vocab_size() - 1, ")"));
+    throw InputError(cat("token id ", id, " is outside the vocabulary of ", vocab_size(),
+                         " tokens (ids 0..", vocab_size() - 1, ")"));
   return bytes_[id];
 }
 
@@ -117,11 +175,11 @@ std::optional<int32_t> Tokenizer::special_id(std::string_view text) const {
 
 void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   if (auto it = id_of_bytes_.find(piece); it != id_of_bytes_.end()) {
-    out.push_back(it->second);  // the whole piece is a token (as tiktoken does first)
+    out.push_back(it->second);  // the whole piece is a token (tiktoken looks this up first too)
     return;
   }
-  // Merge the adjacent pair of lowest merge rank until none applies; a heap
-  // of candidate pairs keeps long pieces O(n log n).
+  // Merge the adjacent pair of lowest rank until none applies; a heap of
+  // candidate pairs keeps long pieces O(n log n). Parts form a linked list.
   struct Part {
     int32_t id;
     int prev, next;
@@ -133,7 +191,7 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
   struct Candidate {
     uint32_t rank;
     int left;
-    int32_t left_id, right_id;
+    int32_t left_id, right_id, result;
     bool operator>(const Candidate& o) const {
       return rank != o.rank ? rank > o.rank : left > o.left;
     }
@@ -142,21 +200,22 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
   auto consider = [&](int left) {
     if (left < 0 || parts[left].next < 0) return;
     const int right = parts[left].next;
-    uint64_t key = (static_cast<uint64_t>(parts[left].id) << 32) | static_cast<uint32_t>(parts[right].id);
-    auto it = merges_.find(key);
-    if (it != merges_.end()) heap.push({it->second.rank, left, parts[left].id, parts[right].id});
+    auto it = merges_.find(pair_key(parts[left].id, parts[right].id));
+    if (it != merges_.end())
+      heap.push({it->second.rank, left, parts[left].id, parts[right].id, it->second.result});
   };
   for (size_t i = 0; i + 1 < piece.size(); ++i) consider(static_cast<int>(i));
   while (!heap.empty()) {
-    Candidate c = heap.top();
+    const Candidate c = heap.top();
     heap.pop();
     Part& l = parts[c.left];
-    if (l.id != c.left_id || l.next < 0 || parts[l.next].id != c.right_id) continue;  // stale
+    // Stale: one of the two parts has merged with something else since.
+    if (l.id != c.left_id || l.next < 0 || parts[l.next].id != c.right_id) continue;
     const int right = l.next;
-    l.id = merges_.at((static_cast<uint64_t>(c.left_id) << 32) | static_cast<uint32_t>(c.right_id)).result;
+    l.id = c.result;
     l.next = parts[right].next;
     if (l.next >= 0) parts[l.next].prev = c.left;
-    parts[right].id = -1;  // gone
+    parts[right].id = -1;
     consider(l.prev);
     consider(c.left);
   }
@@ -164,48 +223,56 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
 }
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(regex_->code, nullptr);
+  std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
+      pcre2_match_data_create_from_pattern(regex_->code, nullptr), &pcre2_match_data_free);
+  if (!md) throw Error("tokenizer: out of memory for PCRE2 match data");
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos < text.size()) {
-    int rc = pcre2_match(regex_->code, subject, text.size(), pos, 0, md, nullptr);
-    size_t start = text.size(), end = text.size();
+    const int rc = pcre2_match(regex_->code, subject, text.size(), pos, 0, md.get(), nullptr);
+    size_t start = text.size(), end = text.size();  // no match: the rest is invalid UTF-8
     if (rc > 0) {
-      PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
       start = ov[0], end = ov[1];
+    } else if (rc != PCRE2_ERROR_NOMATCH) {
+      throw Error(cat("tokenizer: splitting failed at byte ", pos, " of ", text.size(), ": ",
+                      pcre2_message(rc)));
     }
-    if (start > pos) encode_piece(text.substr(pos, start - pos), out);  // invalid UTF-8 bytes
-    if (end == start) {
-      if (start >= text.size()) break;
-      end = start + 1;  // the pattern never matches empty; guard anyway
-      encode_piece(text.substr(start, 1), out);
-    } else {
-      encode_piece(text.substr(start, end - start), out);
-    }
+    // Valid UTF-8 is always matched (the alternatives cover every character),
+    // so what the match skipped is a run of invalid bytes: a piece of its own.
+    if (start > pos) encode_piece(text.substr(pos, start - pos), out);
+    if (end > start) encode_piece(text.substr(start, end - start), out);
     pos = end;
   }
-  pcre2_match_data_free(md);
+}
+
+std::optional<Tokenizer::Special> Tokenizer::special_at(std::string_view text, size_t at) const {
+  if (!special_start_[static_cast<unsigned char>(text[at])]) return std::nullopt;
+  for (size_t length : special_lengths_) {  // longest first
+    if (length > text.size() - at) continue;
+    if (auto it = special_.find(text.substr(at, length)); it != special_.end())
+      return Special{it->second, length};
+  }
+  return std::nullopt;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 1);
-  if (!parse_special) {
+  if (!parse_special || special_.empty()) {
     encode_ordinary(text, out);
     return out;
   }
-  // Special tokens are "<|...|>": find each candidate and look it up.
   size_t done = 0, at = 0;
-  while ((at = text.find("<|", at)) != std::string_view::npos) {
-    size_t close = text.find("|>", at + 2);
-    if (close == std::string_view::npos) break;
-    if (auto it = special_.find(text.substr(at, close + 2 - at)); it != special_.end()) {
-      encode_ordinary(text.substr(done, at - done), out);
-      out.push_back(it->second);
-      done = at = close + 2;
-    } else {
-      at += 1;
+  while (at < text.size()) {
+    const std::optional<Special> special = special_at(text, at);
+    if (!special) {
+      ++at;
+      continue;
     }
+    encode_ordinary(text.substr(done, at - done), out);
+    out.push_back(special->id);
+    at = done = at + special->length;
   }
   encode_ordinary(text.substr(done), out);
   return out;
@@ -217,24 +284,62 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+namespace {
+
+// How a UTF-8 sequence starting with byte c continues (Unicode Table 3-7):
+// its length, and the range its second byte must be in (which excludes
+// overlong forms, surrogates and code points past U+10FFFF). Length 0: c
+// starts no sequence.
+struct Lead {
+  size_t length;
+  unsigned char low, high;
+};
+Lead lead_of(unsigned char c) {
+  if (c < 0x80) return {1, 0, 0};
+  if (c >= 0xC2 && c <= 0xDF) return {2, 0x80, 0xBF};
+  if (c == 0xE0) return {3, 0xA0, 0xBF};
+  if (c == 0xED) return {3, 0x80, 0x9F};
+  if (c >= 0xE1 && c <= 0xEF) return {3, 0x80, 0xBF};
+  if (c == 0xF0) return {4, 0x90, 0xBF};
+  if (c >= 0xF1 && c <= 0xF3) return {4, 0x80, 0xBF};
+  if (c == 0xF4) return {4, 0x80, 0x8F};
+  return {0, 0, 0};
+}
+
+}  // namespace
+
 std::string Utf8Stream::push(std::string_view bytes) {
   pending_ += bytes;
-  // Hold back a trailing lead byte whose sequence is not complete yet.
-  size_t keep = 0;
-  for (size_t back = 1; back <= 3 && back <= pending_.size(); ++back) {
-    unsigned char c = pending_[pending_.size() - back];
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (need > back) keep = back;
-    break;
+  std::string out;
+  size_t i = 0;
+  while (i < pending_.size()) {
+    const Lead lead = lead_of(static_cast<unsigned char>(pending_[i]));
+    if (lead.length == 0) {
+      out += kReplacement;
+      i += 1;
+      continue;
+    }
+    size_t valid = 1;  // bytes of this sequence that are right so far
+    for (; valid < lead.length && i + valid < pending_.size(); ++valid) {
+      const auto c = static_cast<unsigned char>(pending_[i + valid]);
+      const unsigned char low = valid == 1 ? lead.low : 0x80, high = valid == 1 ? lead.high : 0xBF;
+      if (c < low || c > high) break;
+    }
+    if (valid == lead.length) {
+      out.append(pending_, i, valid);
+    } else if (i + valid == pending_.size()) {
+      break;  // incomplete so far: the next token may finish it
+    } else {
+      out += kReplacement;  // a maximal invalid sequence
+    }
+    i += valid;
   }
-  std::string out = pending_.substr(0, pending_.size() - keep);
-  pending_.erase(0, pending_.size() - keep);
+  pending_.erase(0, i);
   return out;
 }
 
 std::string Utf8Stream::flush() {
-  std::string out = pending_.empty() ? "" : "\xEF\xBF\xBD";
+  std::string out = pending_.empty() ? "" : kReplacement;
   pending_.clear();
   return out;
 }
