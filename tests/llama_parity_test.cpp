@@ -1,15 +1,16 @@
 // tps against llama.cpp itself (node-llama-cpp's prebuilt CPU build) on the
 // small synthetic model: the same 64 tokens fed to both (teacher forcing),
 // next-token distributions compared at every position. tps runs with
-// --yarn-truncate, llama.cpp's rounding of the YaRN range.
+// --yarn-truncate, llama.cpp's rounding of the YaRN range; llama.cpp runs
+// with flash attention off and an F32 KV cache, which computes what tps
+// computes (both round matmul inputs to Q8_0).
 //
-// On random weights llama.cpp does not agree with itself across its own
-// settings: switching flash attention off moves its top-5 log-probs by a
-// median 0.035 nats here (and ../shared/notes/synthetic-models.md saw up to
-// 0.35). Measured tps vs llama.cpp on this prompt: top-1 agrees at 61 of 63
-// positions, median |d logprob| 0.036, largest 0.069. Tolerances, from the
-// notes' figures for an exact implementation against llama.cpp: top-1 at
-// 90% of positions, median <= 0.08, 90th percentile <= 0.15 nats.
+// Measured: median |d logprob| 9e-7 nats, one position at 0.021 (a Q8_0
+// rounding that lands the other way), top-1 at every position. With
+// llama.cpp's defaults (flash attention, F16 KV cache) the two differ by a
+// median 0.036, as much as llama.cpp differs from itself between those
+// settings. Tolerances: median <= 1e-4, largest <= 0.1, top-1 at all but one
+// position.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,7 +36,8 @@ TEST(LlamaParity, SmallModelNextTokenDistributions) {
                                ids_path + " --top-logprobs 20 --json --yarn-truncate");
   ASSERT_EQ(tps.exit_code, 0) << tps.err;
   auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR
-                                 "/llama_ref.mjs score " + model + " " + ids_path + " 5");
+                                 "/llama_ref.mjs score " + model + " --ids " + ids_path +
+                                 " --top 5 --flash-attn off --kv-type f32");
   ASSERT_EQ(llama.exit_code, 0) << "llama.cpp did not run (scripts/install-deps installs "
                                    "node-llama-cpp):\n" << llama.err;
   auto a = nlohmann::json::parse(tps.out)["positions"];
@@ -58,11 +60,11 @@ TEST(LlamaParity, SmallModelNextTokenDistributions) {
   }
   std::sort(diffs.begin(), diffs.end());
   const double median = diffs[diffs.size() / 2], p90 = diffs[diffs.size() * 9 / 10];
-  std::printf("tps vs llama.cpp over %zu positions: top-1 agrees at %d, |d logprob| median %.4f, "
-              "p90 %.4f, max %.4f\n", diffs.size(), top1, median, p90, diffs.back());
-  EXPECT_GE(top1, static_cast<int>(std::ceil(0.9 * diffs.size())));
-  EXPECT_LE(median, 0.08);
-  EXPECT_LE(p90, 0.15);
+  std::printf("tps vs llama.cpp over %zu positions: top-1 agrees at %d, |d logprob| median %.2g, "
+              "p90 %.2g, max %.2g\n", diffs.size(), top1, median, p90, diffs.back());
+  EXPECT_GE(top1, static_cast<int>(diffs.size()) - 1);
+  EXPECT_LE(median, 1e-4);
+  EXPECT_LE(diffs.back(), 0.1);
 }
 
 }  // namespace
