@@ -398,7 +398,7 @@ std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
   if (e.type != GgufType::ARRAY || (e.elem_type != GgufType::I32 && e.elem_type != GgufType::U32))
     wrong_type(e, "array of i32");
   std::vector<int32_t> out(e.count);
-  std::memcpy(out.data(), e.value, e.count * 4);
+  if (e.count) std::memcpy(out.data(), e.value, e.count * 4);  // an empty vector's data() may be null
   if (e.elem_type == GgufType::U32)
     for (uint64_t i = 0; i < e.count; ++i)
       if (out[i] < 0)

@@ -234,6 +234,16 @@ TEST(Gguf, TypedAccessorsNameKeyAndBothTypes) {
             "sample.gguf: metadata key 'general.missing' is missing");
   EXPECT_EQ(message([&] { f.tensor("absent"); }), "sample.gguf: tensor 'absent' is missing");
 
+  // Empty arrays (the fuzzer found memcpy from an empty one's null data()).
+  std::vector<uint8_t> empty = written([](GgufWriter& w) {
+    w.add_i32_array("i", {});
+    w.add_string_array("s", {});
+  });
+  GgufFile e = GgufFile::from_memory(empty.data(), empty.size(), "empty.gguf");
+  EXPECT_TRUE(e.get_i32_array("i").empty());
+  EXPECT_TRUE(e.get_string_array("s").empty());
+  EXPECT_EQ(e.value_text(*e.find("i")), "[i32 x 0: ]");
+
   // An array of u32 reads as i32 only when every element fits.
   std::vector<uint8_t> u32s = written([](GgufWriter& w) { w.add_i32_array("a", {5, -1}); });
   u32s[string_pos(u32s, "a") + 8 + 1 + 4] = 4;  // element type i32 -> u32
