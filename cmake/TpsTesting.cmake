@@ -28,10 +28,18 @@ function(tps_add_gtest)
     TPS_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
     # For tests that start mpirun themselves, with the MPI tests' environment.
     TPS_MPIEXEC="env ${TPS_MPI_TEST_ENV_WORDS} ${MPIEXEC_EXECUTABLE} --oversubscribe")
-  list(JOIN T_FIXTURES "\\;" fixtures)
-  gtest_discover_tests(${T_NAME}
-    PROPERTIES LABELS "unit;${T_LABELS}" TIMEOUT 120 FIXTURES_REQUIRED "${fixtures}"
-    DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${T_NAME} PROPERTIES TIMEOUT 120 DISCOVERY_TIMEOUT 60)
+  # gtest_discover_tests (CMake 3.25) flattens list-valued PROPERTIES, so a
+  # second label would be read as a property name and swallow the ones after
+  # it; labels and fixtures are set by a script CTest runs after the
+  # discovered tests are added (it includes the files in this order).
+  set(labels unit ${T_LABELS})
+  set(script ${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_properties.cmake)
+  file(WRITE ${script}
+    "foreach(t IN LISTS ${T_NAME}_TESTS)\n"
+    "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${labels}\" FIXTURES_REQUIRED \"${T_FIXTURES}\")\n"
+    "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
 function(tps_add_mpi_gtest)
