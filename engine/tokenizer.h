@@ -20,10 +20,10 @@
 // turn invalid input into U+FFFD first), so this is tps's own definition; on
 // valid UTF-8 the result is tiktoken's.
 //
-// Known difference: PCRE2 knows the Unicode of its version (10.42, Debian
-// 12: Unicode 14) and tiktoken's Rust regex a later one (16), so letters,
-// marks and digits assigned since Unicode 14 (CJK extensions H and I,
-// Egyptian hieroglyphs extension A, ...) are unassigned here and split as
+// Known difference: PCRE2 knows the Unicode of its version (10.42 in Debian
+// 12: Unicode 14) and tiktoken's Rust regex a later one (16 or newer), so
+// letters, marks and digits assigned after Unicode 14 (CJK extensions H and
+// I, Egyptian hieroglyphs extension A, ...) are unassigned here and split as
 // symbols. Everything else matched tiktoken on 450,000 random strings of
 // arbitrary code points.
 #pragma once
