@@ -170,10 +170,10 @@ TEST(Tokenizer, KnownEncodings) {
   EXPECT_EQ(tok().encode("foo/bar\n/baz"), (Ids{16660, 106617, 198, 7611, 1071}));
   EXPECT_EQ(tok().encode("The quick brown fox jumps over the lazy dog."),
             (Ids{976, 4853, 19705, 68347, 65613, 1072, 290, 29082, 6446, 13}));
-  // U+180E is a format character to tiktoken, white space to PCRE2's \s
-  // (ids from tiktoken 1.0.22).
-  EXPECT_EQ(tok().encode("a\u180e  b"), (Ids{64, 157, 254, 236, 220, 287}));
-  EXPECT_EQ(tok().encode("word\u180e\nnext"), (Ids{1801, 157, 254, 236, 198, 7311}));
+  // U+180E is a format character to tiktoken (so it joins the "'"), white
+  // space to PCRE2's \s (then "'ll" would be one token, 6090). Ids from
+  // tiktoken 1.0.22.
+  EXPECT_EQ(tok().encode("x\u180e'll"), (Ids{87, 157, 254, 236, 6, 680}));
   EXPECT_TRUE(tok().encode("").empty());
   EXPECT_TRUE(tok().encode("", true).empty());
 }
