@@ -23,27 +23,35 @@ class Stopwatch {
 };
 }  // namespace
 
-Session::Session(const ModelConfig& c, const ModelWeights& w, const SessionOptions& o,
-                 ThreadPool& pool, const DotKernels& k)
-    : c_(c), w_(w), opt_(o), pool_(pool), dot_(k), rope_(make_yarn_rope(c, o.yarn_truncate)) {
+Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exchange& exchange)
+    : c_(m.config), w_(m.weights.views), shard_(m.shard), opt_(o), pool_(pool),
+      exchange_(exchange), dot_(o.kernels ? *o.kernels : best_dot_kernels()),
+      rope_(make_yarn_rope(m.config, o.yarn_truncate)) {
   if (o.n_ctx < 1) throw InputError(cat("--ctx ", o.n_ctx, ": expected at least 1 position"));
   if (o.max_batch < 1) throw InputError(cat("batch size ", o.max_batch, ": expected >= 1"));
-  const int64_t B = o.max_batch, d = c.n_embd, q = c.q_width(), kv = c.kv_width(),
-                ff = c.n_ff_exp, kk = c.n_expert_used;
-  for (uint32_t l = 0; l < c.n_layer; ++l) {
+  const ModelConfig& c = c_;
+  const int64_t kv_heads = shard_.share.kv_heads.size();
+  n_head_ = static_cast<int>(kv_heads * (c.n_head / c.n_head_kv));
+  q_w_ = static_cast<int>(n_head_ * c.head_dim);
+  kv_w_ = static_cast<int>(kv_heads * c.head_dim);
+  const int64_t B = o.max_batch, d = c.n_embd, q = q_w_, kv = kv_w_,
+                ff = shard_.share.ff.size(), kk = c.n_expert_used;
+  k_cache_.resize(c.n_layer), v_cache_.resize(c.n_layer), slots_.resize(c.n_layer);
+  for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {
     // A sliding layer needs the window behind the oldest token of a batch.
     int slots = c.is_sliding_layer(l) ? std::min<int>(o.n_ctx, c.sliding_window + o.max_batch)
                                       : o.n_ctx;
-    slots_.push_back(slots);
-    k_cache_.emplace_back(static_cast<size_t>(slots) * kv);
-    v_cache_.emplace_back(static_cast<size_t>(slots) * kv);
+    slots_[l] = slots;
+    k_cache_[l].resize(static_cast<size_t>(slots) * kv);
+    v_cache_[l].resize(static_cast<size_t>(slots) * kv);
   }
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
-  attn_.resize(B * q), proj_.resize(B * d), router_.resize(B * c.n_expert);
+  attn_.resize(B * q), proj_.resize(B * d), router_.resize(B * c.n_expert), moe_.resize(B * d);
   const int64_t widest = std::max({d, q, ff});
   xq_.resize(B * kk * widest / 32 + B * widest / 32);
   topk_.resize(B * kk), topk_w_.resize(B * kk);
-  gate_up_.resize(2 * B * kk * ff), act_ff_.resize(B * kk * ff), act_q_.resize(B * kk * ff / 32);
+  gate_up_.resize(2 * B * kk * ff), act_ff_.resize(B * kk * std::max(ff, d)),
+      act_q_.resize(B * kk * ff / 32);
   down_.resize(B * kk * d);
   scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(o.n_ctx) + 1));
 }
@@ -75,11 +83,12 @@ void Session::forward(std::span<const int32_t> tokens, bool all_logits, std::vec
   for (int32_t id : tokens)
     if (id < 0 || static_cast<uint32_t>(id) >= c_.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", c_.n_vocab - 1, ")"));
-  logits.resize((all_logits ? n : 1) * static_cast<size_t>(c_.n_vocab));
+  const int64_t rows = w_.output.rows;
+  logits.resize((all_logits ? n : 1) * static_cast<size_t>(rows));
   for (int64_t done = 0; done < n;) {
     const int m = static_cast<int>(std::min<int64_t>(opt_.max_batch, n - done));
     const bool last = done + m == n;
-    float* out = all_logits ? logits.data() + done * c_.n_vocab : last ? logits.data() : nullptr;
+    float* out = all_logits ? logits.data() + done * rows : last ? logits.data() : nullptr;
     step(tokens.data() + done, m, all_logits, out);
     done += m;
   }
@@ -87,16 +96,28 @@ void Session::forward(std::span<const int32_t> tokens, bool all_logits, std::vec
 
 void Session::step(const int32_t* tokens, int n, bool all_logits, float* logits) {
   const int64_t d = c_.n_embd;
-  for (int t = 0; t < n; ++t)
-    dequantize_row(w_.embd.type, w_.embd.row(tokens[t]), x_.data() + t * d, d);
-  for (uint32_t l = 0; l < c_.n_layer; ++l) {
+  Stopwatch clock;
+  if (shard_.first_stage()) {
+    for (int t = 0; t < n; ++t)
+      dequantize_row(w_.embd.type, w_.embd.row(tokens[t]), x_.data() + t * d, d);
+  } else {
+    exchange_.recv(x_.data(), n * d * sizeof(float), shard_.rank - 1);
+    clock.lap(timings_.exchange);
+  }
+  for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {
     attention(static_cast<int>(l), n);
     moe(static_cast<int>(l), n);
   }
   pos_ += n;
-  if (!logits) return;
-  // Final norm and unembedding, for every token or the last one only.
-  Stopwatch clock;
+  if (!shard_.last_stage()) {
+    Stopwatch send;
+    exchange_.send(x_.data(), n * d * sizeof(float), shard_.rank + 1);
+    send.lap(timings_.exchange);
+  }
+  if (!logits || w_.output.rows == 0) return;
+  // Final norm and unembedding of the rank's vocabulary rows, for every
+  // token or the last one only.
+  clock = Stopwatch();
   const int first = all_logits ? 0 : n - 1, count = n - first;
   for (int t = 0; t < count; ++t)
     rmsnorm(x_.data() + (first + t) * d, w_.out_norm, c_.rms_eps, d, xn_.data() + t * d);
@@ -107,8 +128,8 @@ void Session::step(const int32_t* tokens, int n, bool all_logits, float* logits)
 
 void Session::attention(int layer, int n) {
   const LayerWeights& L = w_.layers[layer];
-  const int64_t d = c_.n_embd, hd = c_.head_dim, q_w = c_.q_width(), kv_w = c_.kv_width();
-  const int n_head = c_.n_head, group = c_.n_head / c_.n_head_kv;
+  const int64_t d = c_.n_embd, hd = c_.head_dim, q_w = q_w_, kv_w = kv_w_;
+  const int n_head = n_head_, group = c_.n_head / c_.n_head_kv;
   Stopwatch clock;
   for (int t = 0; t < n; ++t)
     rmsnorm(x_.data() + t * d, L.attn_norm, c_.rms_eps, d, xn_.data() + t * d);
@@ -125,7 +146,7 @@ void Session::attention(int layer, int n) {
   for (int t = 0; t < n; ++t) {
     const int p = pos_ + t;
     apply_rope(rope_, q_.data() + t * q_w, n_head, p);
-    apply_rope(rope_, k_.data() + t * kv_w, c_.n_head_kv, p);
+    apply_rope(rope_, k_.data() + t * kv_w, n_head / group, p);
     std::copy_n(k_.data() + t * kv_w, kv_w, kc + static_cast<int64_t>(p % slots) * kv_w);
     std::copy_n(v_.data() + t * kv_w, kv_w, vc + static_cast<int64_t>(p % slots) * kv_w);
   }
@@ -158,47 +179,61 @@ void Session::attention(int layer, int n) {
       }
     }
   });
-
   clock.lap(timings_.attention);
-  prepare(attn_.data(), n, q_w, L.wo.wants_q8());
-  parallel_rows(L.wo, L.bo, proj_.data(), n);
-  for (int64_t i = 0; i < n * d; ++i) x_[i] += proj_[i];
+
+  // This rank's heads' part of the output projection, summed over ranks;
+  // the bias once, after the sum.
+  if (q_w > 0) {
+    prepare(attn_.data(), n, q_w, L.wo.wants_q8());
+    parallel_rows(L.wo, nullptr, proj_.data(), n);
+  } else {
+    std::fill_n(proj_.data(), n * d, 0.0f);
+  }
+  clock.lap(timings_.output_proj);
+  if (shard_.sums_per_layer()) exchange_.sum(proj_.data(), n * d);
+  clock.lap(timings_.exchange);
+  for (int t = 0; t < n; ++t)
+    for (int64_t i = 0; i < d; ++i) x_[t * d + i] += proj_[t * d + i] + L.bo[i];
   clock.lap(timings_.output_proj);
 }
 
 void Session::moe(int layer, int n) {
   const LayerWeights& L = w_.layers[layer];
-  const int64_t d = c_.n_embd, ff = c_.n_ff_exp;
+  const int64_t d = c_.n_embd, ff = shard_.share.ff.size();
   const int E = c_.n_expert, K = c_.n_expert_used;
+  const Range mine = shard_.share.experts;
   Stopwatch clock;
   for (int t = 0; t < n; ++t)
     rmsnorm(x_.data() + t * d, L.post_norm, c_.rms_eps, d, xn_.data() + t * d);
   prepare(xn_.data(), n, d, L.router.wants_q8());
   parallel_rows(L.router, L.router_b, router_.data(), n);
 
-  // Top-k experts by raw logit, softmax over the chosen.
+  // Top-k experts by raw logit, softmax over the chosen: every rank routes
+  // every token the same way (the same inputs on every rank).
   for (int t = 0; t < n; ++t)
     select_experts({router_.data() + t * E, static_cast<size_t>(E)}, K, topk_.data() + t * K,
                    topk_w_.data() + t * K);
   clock.lap(timings_.router);
 
-  // Group (token, choice) entries by expert: entries of one expert are
-  // contiguous, so each expert's rows are read once for all its tokens.
+  // Group (token, choice) entries by this rank's experts: entries of one
+  // expert are contiguous, so each expert's rows are read once for all its
+  // tokens.
   struct Group {
-    int expert, first, count;  // entries [first, first + count)
+    int expert, first, count;  // local expert index; entries [first, first + count)
   };
   std::vector<Group> groups;
-  std::vector<int> entry_token, entry_of(n * K);
-  for (int e = 0; e < E; ++e) {
+  std::vector<int> entry_token, entry_choice;
+  for (int e = static_cast<int>(mine.begin); e < mine.end && ff > 0; ++e) {
     const int first = static_cast<int>(entry_token.size());
     for (int t = 0; t < n; ++t)
       for (int j = 0; j < K; ++j)
         if (topk_[t * K + j] == e) {
-          entry_of[t * K + j] = static_cast<int>(entry_token.size());
           entry_token.push_back(t);
+          entry_choice.push_back(t * K + j);
         }
     if (static_cast<int>(entry_token.size()) > first)
-      groups.push_back({e, first, static_cast<int>(entry_token.size()) - first});
+      groups.push_back({e - static_cast<int>(mine.begin), first,
+                        static_cast<int>(entry_token.size()) - first});
   }
   const int entries = static_cast<int>(entry_token.size());
   // Gathered inputs, [entries][d] (into act_ff_, large enough) and quantized.
@@ -227,7 +262,8 @@ void Session::moe(int layer, int n) {
     }
   });
 
-  // Clamped SwiGLU with the expert's biases, then the down projection.
+  // Clamped SwiGLU with the expert's biases, then the down projection of
+  // this rank's features.
   float* act = act_ff_.data();
   for (const Group& g : groups) {
     const float* bg = L.gate_b + g.expert * ff;
@@ -251,16 +287,33 @@ void Session::moe(int layer, int n) {
     }
   });
 
-  // x += sum over the token's experts of weight * (down + bias), in top-k order.
+  // This rank's part: the sum over its entries of weight * down, in top-k
+  // order per token; summed over ranks, then the chosen experts' weighted
+  // down biases once.
+  std::fill_n(moe_.data(), n * d, 0.0f);
+  std::vector<int> entry_of(n * K, -1);
+  for (int i = 0; i < entries; ++i) entry_of[entry_choice[i]] = i;
   for (int t = 0; t < n; ++t)
     for (int j = 0; j < K; ++j) {
-      const int e = topk_[t * K + j], i = entry_of[t * K + j];
+      const int i = entry_of[t * K + j];
+      if (i < 0) continue;
       const float wgt = topk_w_[t * K + j];
       const float* y = down_.data() + static_cast<int64_t>(i) * d;
-      const float* bd = L.down_b + static_cast<int64_t>(e) * d;
-      float* x = x_.data() + t * d;
-      for (int64_t k = 0; k < d; ++k) x[k] += wgt * (y[k] + bd[k]);
+      float* out = moe_.data() + t * d;
+      for (int64_t k = 0; k < d; ++k) out[k] += wgt * y[k];
     }
+  clock.lap(timings_.experts);
+  if (shard_.sums_per_layer()) exchange_.sum(moe_.data(), n * d);
+  clock.lap(timings_.exchange);
+  for (int t = 0; t < n; ++t) {
+    float* x = x_.data() + t * d;
+    const float* part = moe_.data() + t * d;
+    for (int64_t k = 0; k < d; ++k) {
+      float bias = 0;
+      for (int j = 0; j < K; ++j) bias += topk_w_[t * K + j] * L.down_b[topk_[t * K + j] * d + k];
+      x[k] += part[k] + bias;
+    }
+  }
   clock.lap(timings_.experts);
 }
 

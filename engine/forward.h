@@ -9,6 +9,14 @@
 // batches (each weight row read once per batch); a decode step is a batch
 // of one. Work is split by rows across the thread pool, each output element
 // computed by one thread, so results do not depend on the thread count.
+//
+// A session runs the rank's shard of the model (engine/weights.h). Split
+// inside layers (experts, tensor), every rank runs every layer on its heads,
+// experts or features, and the partial outputs of attention and of the MoE
+// block are summed across ranks (the two exchange points of a layer), the
+// biases of the summed outputs added once after the sum. Split by layers,
+// a rank receives the hidden state from the rank before, runs its layers
+// and sends it on. Logits are of the rank's vocabulary rows only.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +24,9 @@
 #include <vector>
 
 #include "engine/kernels/matmul.h"
-#include "engine/model_config.h"
+#include "engine/model.h"
 #include "engine/rope.h"
-#include "engine/weights.h"
+#include "runtime/exchange.h"
 #include "runtime/thread_pool.h"
 
 namespace tps {
@@ -27,22 +35,26 @@ struct SessionOptions {
   int n_ctx = 4096;        // positions the KV cache holds
   int max_batch = 128;     // prompt tokens per forward step
   bool yarn_truncate = false;  // llama.cpp's rounded YaRN range (see rope.h)
+  const DotKernels* kernels = nullptr;  // nullptr: the CPU's best
 };
 
 class Session {
  public:
-  Session(const ModelConfig& config, const ModelWeights& weights, const SessionOptions& options,
-          ThreadPool& pool, const DotKernels& kernels);
+  // exchange connects the ranks that share the model (a solo one for one rank).
+  Session(const Model& model, const SessionOptions& options, ThreadPool& pool, Exchange& exchange);
 
-  // Runs tokens at the next positions. Logits: of the last token into
-  // `logits` ([vocab]), or of every token ([n][vocab]) when all_logits.
-  // Throws InputError if the tokens do not fit in the context.
+  // Runs tokens at the next positions; every rank calls it with the same
+  // tokens. Logits of the rank's vocabulary rows: of the last token into
+  // `logits` ([rows]), or of every token ([n][rows]) when all_logits; empty
+  // on a rank without output rows. Throws InputError if the tokens do not
+  // fit in the context.
   void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
 
   // Seconds spent in each part of the forward pass since the last reset of
   // the timings: where a step's time goes, for --json and benchmarks.
   struct Timings {
     double qkv = 0, attention = 0, output_proj = 0, router = 0, experts = 0, logits = 0;
+    double exchange = 0;  // sums across ranks and the pipeline's hand-offs
   };
   const Timings& timings() const { return timings_; }
   void reset_timings() { timings_ = Timings{}; }
@@ -60,9 +72,13 @@ class Session {
 
   const ModelConfig& c_;
   const ModelWeights& w_;
+  const Shard& shard_;
   SessionOptions opt_;
   ThreadPool& pool_;
+  Exchange& exchange_;
   const DotKernels& dot_;
+  // The shard's attention: query heads, their width, the KV width.
+  int n_head_, q_w_, kv_w_;
   RopeTable rope_;
   int pos_ = 0;
   Timings timings_;
@@ -82,6 +98,7 @@ class Session {
   std::vector<float> act_ff_;    // [active][max_batch][ff]
   std::vector<BlockQ8_0> act_q_;
   std::vector<float> down_;      // [active][max_batch][d]
+  std::vector<float> moe_;       // [max_batch][d]: this rank's part of the MoE output
   std::vector<std::vector<float>> scores_;  // per thread: attention scores [n_ctx + 1]
 };
 

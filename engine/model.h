@@ -1,7 +1,8 @@
-// A model ready to run: the file (metadata), its checked config, the
-// tensor data copied into this process's own memory (huge pages, on the NUMA
-// node its memory policy names), weight views into that copy, and the
-// tokenizer. Immutable after load; sessions (conversations) refer to it.
+// A model ready to run on this rank: the file (metadata, and the token
+// embeddings read through its mapping), its checked config, the rank's shard
+// of the weights in memory of its own (on the NUMA node its memory policy
+// names), and the tokenizer. Immutable after load; sessions (conversations)
+// refer to it.
 #pragma once
 
 #include <functional>
@@ -11,23 +12,22 @@
 #include "engine/model_config.h"
 #include "engine/tokenizer.h"
 #include "engine/weights.h"
-#include "runtime/page_buffer.h"
 
 namespace tps {
 
 struct Model {
   GgufFile file;
-  PageBuffer tensor_data;
   ModelConfig config;
-  ModelWeights weights;
+  Shard shard;
+  RankWeights weights;
   Tokenizer tokenizer;
 };
 
-// Opens and checks the file and copies its tensor data into memory of its
-// own, dropping each part of the file mapping once copied (the page cache may
-// keep the file; this process holds one copy). progress(done, total) is
-// called as the bytes are copied.
-Model load_model(const std::string& path,
+// Opens and checks the file, takes rank `rank` of `ranks`'s shard in `mode`
+// (the whole model for one rank) and copies it in on the pool's threads.
+// progress(done, total) is called as the bytes are copied.
+Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode = SplitMode::tensor,
+                 int rank = 0, int ranks = 1,
                  const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 }  // namespace tps

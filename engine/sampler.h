@@ -5,11 +5,21 @@
 //
 // Order: logits / temperature -> softmax -> top-k -> top-p -> min-p ->
 // renormalise -> draw. temperature = 0 is greedy (ties: lowest id).
+//
+// The logits may be split across ranks by vocabulary rows (each rank holds
+// the rows of its part of the output head). The ranks then exchange only
+// what a choice needs -- maxima, per-chunk sums, each rank's best candidates
+// -- never the whole vocabulary, and every rank gets the same answer. Sums
+// over the vocabulary are taken per chunk of kVocabGranule ids and the
+// chunks added in id order, and rank shares are whole chunks: the same
+// arithmetic on 1 rank or 4, so a seed draws the same token.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "runtime/exchange.h"
 
 namespace tps {
 
@@ -24,6 +34,16 @@ struct SamplerParams {
 // Throws InputError naming the parameter for values outside the ranges above.
 void validate(const SamplerParams& params);
 
+// This rank's logits: ids [begin, begin + logits.size()) of a vocabulary of
+// `vocab`, begin a multiple of kVocabGranule; exchange joins the ranks that
+// hold the other ids (collective: every one of them calls with its part).
+struct SplitLogits {
+  std::span<const float> logits;
+  int64_t begin = 0;
+  int64_t vocab = 0;
+  Exchange& exchange;
+};
+
 struct TokenLogprob {
   int32_t id;
   float logprob;  // natural log of the softmax of the raw logits (temperature 1)
@@ -32,22 +52,25 @@ struct TokenLogprob {
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& params);
-  int32_t sample(std::span<const float> logits);
+  int32_t sample(const SplitLogits& logits);
+  int32_t sample(std::span<const float> logits);  // all of them on this rank
 
  private:
   double uniform();  // [0, 1)
   SamplerParams p_;
   uint64_t state_;
-  std::vector<std::pair<float, int32_t>> candidates_;  // scratch, reused
 };
 
 // Index of the largest logit (lowest index on ties).
+int32_t argmax(const SplitLogits& logits);
 int32_t argmax(std::span<const float> logits);
 
 // The k most likely tokens with their log-probabilities, most likely first
 // (ties: lowest id), and the log-probability of any token: what
 // --top-logprobs reports.
+std::vector<TokenLogprob> top_logprobs(const SplitLogits& logits, int k);
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int k);
+float logprob_of(const SplitLogits& logits, int32_t id);
 float logprob_of(std::span<const float> logits, int32_t id);
 
 }  // namespace tps

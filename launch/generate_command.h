@@ -1,11 +1,14 @@
 // `tpsrun` generation and `tpsrun score`: prompt in, tokens out (streamed
-// as UTF-8-safe text), with the timing users compare engines by.
+// as UTF-8-safe text), with the timing users compare engines by. Every rank
+// runs them together on its shard of the model; rank 0 prints.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "launch/rank_setup.h"
+#include "runtime/mpi_session.h"
 
 namespace tps {
 
@@ -23,11 +26,13 @@ struct RunOptions {
   bool json = false;
   int top_logprobs = 0;
   bool yarn_truncate = false;
+  std::string split = "auto";     // layers, experts, tensor or auto
+  std::string exchange = "auto";  // shm, mpi or auto
   std::string ids_file;  // score: the token sequence
 };
 
-// The pool's threads are pinned to thread_pus (one per core first).
-int run_generate(const RunOptions& options, int threads, const std::vector<int>& thread_pus);
-int run_score(const RunOptions& options, int threads, const std::vector<int>& thread_pus);
+// Collective: every rank calls them with the same options.
+int run_generate(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
+int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
 
 }  // namespace tps

@@ -68,6 +68,15 @@ int main(int argc, char** argv) {
   app.add_flag("--yarn-truncate", run.yarn_truncate,
                "round the YaRN correction range to whole dimensions as llama.cpp does (the "
                "default follows the OpenAI reference)");
+  app.add_option("--split", run.split,
+                 "how ranks share the model: tensor (a slice of every expert, head group and "
+                 "vocabulary rows), experts (whole experts), layers (a pipeline of layer "
+                 "ranges), auto (tensor)")
+      ->check(CLI::IsMember({"auto", "tensor", "experts", "layers"}))->capture_default_str();
+  app.add_option("--exchange", run.exchange,
+                 "how ranks sum activations: shm (MPI-3 shared-memory window; ranks on one "
+                 "host), mpi (MPI_Allgather; any transport), auto (shm on one host)")
+      ->check(CLI::IsMember({"auto", "shm", "mpi"}))->capture_default_str();
   app.require_subcommand(0, 1);
 
   CLI::App* place = app.add_subcommand(
@@ -110,11 +119,6 @@ int main(int argc, char** argv) {
   return tps::run_on_all_ranks(argc, argv, [&](tps::MpiSession& mpi) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;
-    if (mpi.rank() != 0) return 0;  // see the note below
-    if (mpi.size() > 1)
-      tps::log_info("tps: note: rank 0 runs the whole model; ranks 1..", mpi.size() - 1,
-                    " are idle until the split across ranks is built");
-    return score->parsed() ? tps::run_score(run, setup.binding.threads, setup.thread_pus)
-                           : tps::run_generate(run, setup.binding.threads, setup.thread_pus);
+    return score->parsed() ? tps::run_score(run, mpi, setup) : tps::run_generate(run, mpi, setup);
   });
 }

@@ -46,13 +46,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan,
                       {"splits", nlohmann::json::object()}};
   for (SplitMode mode : {SplitMode::layers, SplitMode::experts, SplitMode::tensor}) {
     nlohmann::json& out = j["splits"][split_mode_name(mode)];
-    std::vector<RankShare> shares;
-    try {
-      shares = plan_split(shape, mode, ranks);
-    } catch (const InputError& e) {
-      out = {{"error", e.what()}};
-      continue;
-    }
+    std::vector<RankShare> shares = plan_split(shape, mode, ranks);
     out["ranks"] = nlohmann::json::array();
     for (int r = 0; r < ranks; ++r) {
       const NumaNode& node = m.numa_nodes[plan.ranks[r].numa_node];
@@ -69,6 +63,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan,
                               {"experts", range(sh.experts)},
                               {"ff", range(sh.ff)},
                               {"vocab", range(sh.vocab)},
+                              {"idle", idle_parts(sh, mode)},
                               {"numa_node_os_index", node.os_index},
                               {"node_memory_bytes", available},
                               {"fits", on_node <= available}});
@@ -88,10 +83,6 @@ std::string model_fit_text(const nlohmann::json& j) {
     return cat(r[0].get<int64_t>(), "-", r[1].get<int64_t>() - 1);
   };
   for (const auto& [mode, split] : j["splits"].items()) {
-    if (split.contains("error")) {
-      s += cat("  ", mode, ": not possible: ", split["error"].get<std::string>(), "\n");
-      continue;
-    }
     for (const auto& r : split["ranks"]) {
       s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (");
       if (mode == "layers") s += cat("layers ", range(r["layers"]));
@@ -101,7 +92,10 @@ std::string model_fit_text(const nlohmann::json& j) {
                                    : cat("features ", range(r["ff"])),
                  ", vocabulary ", range(r["vocab"]));
       s += cat("); node ", r["numa_node_os_index"].get<int>(), ": ",
-               r["fits"].get<bool>() ? "fits" : "does NOT fit", "\n");
+               r["fits"].get<bool>() ? "fits" : "does NOT fit");
+      for (size_t i = 0; i < r["idle"].size(); ++i)
+        s += cat(i ? ", " : "; holds no ", r["idle"][i].get<std::string>());
+      s += "\n";
     }
   }
   return s;

@@ -78,4 +78,14 @@ void MappedFile::advise_dontneed(size_t offset, size_t bytes) const {
   if (owned_) advise(data_, size_, offset, bytes, MADV_DONTNEED);
 }
 
+void MappedFile::drop_page_cache(size_t offset, size_t bytes) const {
+  if (!owned_ || offset >= size_) return;
+  advise_dontneed(offset, bytes);  // this process's pages first, or the cache keeps them
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(std::min(bytes, size_ - offset)),
+                POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
 }  // namespace tps

@@ -32,6 +32,9 @@ class MappedFile {
   void advise_sequential(size_t offset, size_t bytes) const;
   void advise_willneed(size_t offset, size_t bytes) const;
   void advise_dontneed(size_t offset, size_t bytes) const;
+  // Asks the kernel to drop a byte range of the file from the page cache
+  // (pages another process still maps stay). A hint too.
+  void drop_page_cache(size_t offset, size_t bytes) const;
 
  private:
   std::string path_;

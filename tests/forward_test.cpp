@@ -28,16 +28,19 @@ std::vector<int32_t> prompt(int n) {
   return ids;
 }
 
+SessionOptions with_isa(SessionOptions o, Isa isa) {
+  o.kernels = &dot_kernels(isa);
+  return o;
+}
+
+// The whole model on one rank.
 struct Engine {
-  GgufFile file;
-  ModelConfig config;
-  ModelWeights weights;
   ThreadPool pool;
+  Model model;
+  Exchange alone;
   Session session;
   Engine(const std::string& path, int threads, const SessionOptions& o, Isa isa)
-      : file(GgufFile::open(path)), config(read_model_config(file)),
-        weights(map_weights(file, config)), pool(threads),
-        session(config, weights, o, pool, dot_kernels(isa)) {}
+      : pool(threads), model(load_model(path, pool)), session(model, with_isa(o, isa), pool, alone) {}
 };
 
 // At one position: the largest |delta log-probability| over the reference's

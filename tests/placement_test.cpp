@@ -241,8 +241,11 @@ TEST(SplitLayers, BalancedContiguousRanges) {
   std::vector<LayerRange> two = split_layers(s, 2);
   EXPECT_EQ(two[0].end, 12);
   EXPECT_EQ(two[0].bytes, 1400u);
-  EXPECT_THROW(split_layers(s, 25), InputError);
   EXPECT_THROW(split_layers(s, 0), InputError);
+  // More ranks than layers: one layer each, then none; the head stays last.
+  std::vector<LayerRange> many = split_layers(s, 26);
+  for (int i = 0; i < 26; ++i) EXPECT_EQ(many[i].end - many[i].begin, i < 24 ? 1 : 0) << i;
+  EXPECT_EQ(many[25].bytes, 200u);
 }
 
 }  // namespace
@@ -276,6 +279,10 @@ TEST(PlanSplit, SharesCoverEverythingOnce) {
         EXPECT_EQ(p[r].vocab.begin, r ? p[r - 1].vocab.end : 0);
         vocab += p[r].vocab.size();
         kv += p[r].kv_heads.size();
+        // Up to 8 ranks (the KV heads) every rank has some of everything.
+        if (ranks <= 8) {
+          EXPECT_TRUE(idle_parts(p[r], mode).empty()) << ranks << " ranks, rank " << r;
+        }
         if (mode == SplitMode::experts) {
           EXPECT_GE(p[r].experts.size(), 1);
           experts += p[r].experts.size();
@@ -297,9 +304,24 @@ TEST(PlanSplit, SharesCoverEverythingOnce) {
   const uint64_t half = (s.total() - s.input_bytes - s.replicated_bytes) / 2;
   EXPECT_NEAR(double(two[0].bytes), double(half + s.input_bytes + s.replicated_bytes),
               0.01 * double(half));
-  EXPECT_THROW(plan_split(s, SplitMode::experts, 33), InputError);
-  EXPECT_THROW(plan_split(s, SplitMode::tensor, 91), InputError);
   EXPECT_EQ(plan_split(s, SplitMode::tensor, 90).back().ff.size(), 32);
+  // Vocabulary rows go in chunks of kVocabGranule; the last chunk is short.
+  for (const RankShare& x : plan_split(s, SplitMode::tensor, 3))
+    EXPECT_EQ(x.vocab.begin % kVocabGranule, 0);
+  // More ranks than experts or feature blocks: the extra ranks hold none of
+  // them and say so.
+  std::vector<RankShare> many = plan_split(s, SplitMode::experts, 33);
+  EXPECT_EQ(many[0].experts.size(), 0);
+  EXPECT_EQ(idle_parts(many[0], SplitMode::experts),
+            (std::vector<std::string>{"attention heads", "experts"}));
+  EXPECT_EQ(plan_split(s, SplitMode::tensor, 91)[0].ff.size(), 0);
+  EXPECT_THROW(plan_split(s, SplitMode::tensor, 0), InputError);
+  // Layers mode: every head and expert of the rank's layers; the output head
+  // on the last rank.
+  std::vector<RankShare> pipe = plan_split(s, SplitMode::layers, 2);
+  EXPECT_EQ(pipe[0].vocab.size(), 0);
+  EXPECT_EQ(pipe[1].vocab.size(), 201088);
+  EXPECT_EQ(pipe[0].ff.size(), 2880);
   EXPECT_THROW(parse_split_mode("rows"), InputError);
   EXPECT_EQ(parse_split_mode("tensor"), SplitMode::tensor);
 }

@@ -3,12 +3,14 @@
 #include <numa.h>
 #include <numaif.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -139,6 +141,22 @@ int node_of_page(const void* p) {
   void* page = const_cast<void*>(p);
   if (move_pages(0, 1, &page, nullptr, &node, 0) != 0 || node < 0) return -1;
   return node;
+}
+
+double fraction_on_node(const void* p, size_t bytes, int node_os_index, int samples) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = bytes / page;
+  if (pages == 0 || samples < 1) return -1;
+  const size_t n = std::min<size_t>(pages, static_cast<size_t>(samples));
+  std::vector<void*> where(n);
+  std::vector<int> status(n, -1);
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  for (size_t i = 0; i < n; ++i)
+    where[i] = reinterpret_cast<void*>(base + (i * (pages - 1) / std::max<size_t>(1, n - 1)) * page);
+  if (move_pages(0, n, where.data(), nullptr, status.data(), 0) != 0) return -1;
+  size_t on = 0;
+  for (int st : status) on += st == node_os_index;
+  return static_cast<double>(on) / static_cast<double>(n);
 }
 
 }  // namespace tps

@@ -62,4 +62,9 @@ uint64_t node_free_bytes(int node_os_index);
 // page is not yet backed.
 int node_of_page(const void* p);
 
+// The fraction of the pages of [p, p + bytes) that the kernel reports on
+// NUMA node `node_os_index`, from up to `samples` pages spread evenly over
+// the range (one move_pages query); -1 when the kernel cannot tell.
+double fraction_on_node(const void* p, size_t bytes, int node_os_index, int samples = 4096);
+
 }  // namespace tps

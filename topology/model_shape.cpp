@@ -1,5 +1,7 @@
 #include "topology/model_shape.h"
 
+#include <algorithm>
+
 #include "runtime/error.h"
 
 namespace tps {
@@ -13,12 +15,9 @@ uint64_t ModelShape::total() const {
 std::vector<LayerRange> split_layers(const ModelShape& s, int ranks) {
   const int layers = static_cast<int>(s.layer_bytes.size());
   if (ranks < 1) throw InputError(cat("ranks: got ", ranks, ", expected 1 or more"));
-  if (ranks > layers)
-    throw InputError(cat(ranks, " ranks cannot split ", layers,
-                         " layers by layer (each rank needs at least one; use at most ", layers,
-                         " ranks)"));
   // Walk the layers once; a rank's range ends where the running total passes
-  // its share of the whole, leaving at least one layer for each later rank.
+  // its share of the whole, leaving at least one layer for each later rank
+  // while there are layers to leave. Ranks beyond the layer count get none.
   std::vector<LayerRange> out(ranks);
   const double share = static_cast<double>(s.total()) / ranks;
   uint64_t running = s.input_bytes;
@@ -27,7 +26,7 @@ std::vector<LayerRange> split_layers(const ModelShape& s, int ranks) {
     LayerRange& range = out[r];
     range.begin = layer;
     range.bytes = r == 0 ? s.input_bytes : 0;
-    const int must_leave = ranks - r - 1;
+    const int must_leave = std::max(0, std::min(ranks - r - 1, layers - layer - 1));
     while (layer < layers - must_leave &&
            (layer == range.begin || r == ranks - 1 ||
             static_cast<double>(running + s.layer_bytes[layer] / 2) <= share * (r + 1))) {
@@ -57,8 +56,9 @@ SplitMode parse_split_mode(const std::string& name) {
 }
 
 Range even_share(int64_t n, int64_t granule, int rank, int ranks) {
-  const int64_t units = n / granule;
-  return {units * rank / ranks * granule, units * (rank + 1) / ranks * granule};
+  const int64_t units = (n + granule - 1) / granule;
+  return {std::min(n, units * rank / ranks * granule),
+          std::min(n, units * (rank + 1) / ranks * granule)};
 }
 
 std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks) {
@@ -68,18 +68,16 @@ std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks
   if (mode == SplitMode::layers) {
     std::vector<LayerRange> ranges = split_layers(s, ranks);
     for (int r = 0; r < ranks; ++r) {
-      out[r].layers = {ranges[r].begin, ranges[r].end};
-      out[r].bytes = ranges[r].bytes;
+      RankShare& x = out[r];
+      x.layers = {ranges[r].begin, ranges[r].end};
+      x.kv_heads = {0, s.kv_heads};
+      x.experts = {0, s.experts};
+      x.ff = {0, s.ff};
+      x.vocab = r == ranks - 1 ? Range{0, s.vocab} : Range{0, 0};  // the last rank's head
+      x.bytes = ranges[r].bytes;
     }
     return out;
   }
-  if (mode == SplitMode::experts && ranks > s.experts)
-    throw InputError(cat(ranks, " ranks cannot split ", s.experts,
-                         " experts (experts mode gives each rank whole experts: use at most ",
-                         s.experts, " ranks)"));
-  if (mode == SplitMode::tensor && ranks > s.ff / 32)
-    throw InputError(cat(ranks, " ranks cannot split ", s.ff, " expert features in blocks of 32 ",
-                         "(tensor mode: use at most ", s.ff / 32, " ranks)"));
   auto part = [](uint64_t bytes, int64_t share, int64_t whole) {
     return whole > 0 ? static_cast<uint64_t>(static_cast<double>(bytes) * share / whole) : 0;
   };
@@ -87,7 +85,7 @@ std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks
     RankShare& x = out[r];
     x.layers = {0, layers};
     x.kv_heads = even_share(s.kv_heads, 1, r, ranks);
-    x.vocab = even_share(s.vocab, 1, r, ranks);
+    x.vocab = even_share(s.vocab, kVocabGranule, r, ranks);
     if (mode == SplitMode::experts) {
       x.experts = even_share(s.experts, 1, r, ranks);
       x.ff = {0, s.ff};
@@ -102,6 +100,18 @@ std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks
                                           : part(s.expert_bytes, x.ff.size(), s.ff));
   }
   return out;
+}
+
+std::vector<std::string> idle_parts(const RankShare& x, SplitMode mode) {
+  std::vector<std::string> idle;
+  if (x.layers.size() == 0) idle.push_back("layers");
+  if (mode != SplitMode::layers) {
+    if (x.kv_heads.size() == 0) idle.push_back("attention heads");
+    if (mode == SplitMode::experts && x.experts.size() == 0) idle.push_back("experts");
+    if (mode == SplitMode::tensor && x.ff.size() == 0) idle.push_back("expert features");
+    if (x.vocab.size() == 0) idle.push_back("vocabulary rows");
+  }
+  return idle;
 }
 
 }  // namespace tps

@@ -26,11 +26,12 @@ struct ModelShape {
 
 // Pipeline split: each rank owns a contiguous range of layers, balanced by
 // bytes; rank 0 also holds the embeddings, the last rank the output head.
+// With more ranks than layers the ranks beyond get none (they pass the
+// hidden state on). Throws InputError when ranks < 1.
 struct LayerRange {
   int begin = 0, end = 0;  // [begin, end) layers
   uint64_t bytes = 0;      // everything the rank holds
 };
-// Throws InputError when ranks < 1 or ranks > layers.
 std::vector<LayerRange> split_layers(const ModelShape& shape, int ranks);
 
 // The three ways to split gpt-oss across ranks (docs/ARCHITECTURE.md):
@@ -48,20 +49,34 @@ struct Range {
   int64_t begin = 0, end = 0;
   int64_t size() const { return end - begin; }
 };
-// Rank r's contiguous share of n units cut in granules (n a multiple of
-// granule): shares differ by at most one granule.
+// Rank r's contiguous share of n units cut in granules (the last granule may
+// be short): shares differ by at most one granule; with more ranks than
+// granules some shares are empty.
 Range even_share(int64_t n, int64_t granule, int rank, int ranks);
 
+// The output head is cut by vocabulary rows in chunks of this many, and
+// sampling sums probabilities per chunk: the same sums in the same order
+// whatever the rank count, so a seed draws the same token on 1 rank or 4.
+constexpr int64_t kVocabGranule = 256;
+
+// A rank's share of every part of the model, in global indices. What a mode
+// does not cut is the whole range (layers mode: all heads, experts and
+// features of its layers; the output head on the last rank only).
 struct RankShare {
   Range layers;    // layers mode: [begin, end) layers; others: all layers
   Range kv_heads;  // experts/tensor: KV heads (and their query heads)
   Range experts;   // experts mode: whole experts
-  Range ff;        // tensor mode: expert features
-  Range vocab;     // experts/tensor: output rows
+  Range ff;        // tensor mode: expert features, whole blocks of 32
+  Range vocab;     // output rows (chunks of kVocabGranule)
   uint64_t bytes = 0;  // weights the rank holds (embeddings on every rank)
 };
-// Every rank's share; throws InputError naming the counts when a mode cannot
-// give every rank work (more ranks than layers, experts, or feature blocks).
+// Every rank's share. Counts that do not divide evenly give uneven shares;
+// more ranks than units of a part leave some ranks without any of it (they
+// still take part in every exchange). Throws InputError when ranks < 1.
 std::vector<RankShare> plan_split(const ModelShape& shape, SplitMode mode, int ranks);
+
+// The parts a mode cuts of which the share holds nothing ("layers",
+// "experts", ...): for the start-up log's warning.
+std::vector<std::string> idle_parts(const RankShare& share, SplitMode mode);
 
 }  // namespace tps

@@ -1,0 +1,72 @@
+// How the ranks of one job exchange activations: the sums of partial results
+// that split layers need (twice per layer), the small collectives of sampling,
+// and the point-to-point hand-off of a pipeline.
+//
+// Two transports for the sums, both giving every rank bit-identical results
+// (each rank adds the same partials in rank order, so ranks never disagree on
+// a router's choice, and the two transports agree with each other):
+//   shm -- an MPI-3 shared-memory window on the node: each rank writes its
+//          partial into its own slot, raises a flag, and reads the others';
+//          one flag wait per sum, no copies through MPI. All ranks must share
+//          one host.
+//   mpi -- MPI_Allgather of the partials, then the same ordered sum: works
+//          across hosts, over whatever MPI transport is configured.
+// docs/PERFORMANCE.md has the latency of each (bench/bench_exchange).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tps {
+
+class MpiSession;
+
+enum class Transport { solo, shm, mpi };
+const char* transport_name(Transport t);
+
+class Exchange {
+ public:
+  // One rank alone: sums are no-ops, nothing touches MPI.
+  Exchange();
+  // Over the job's world communicator. want: "auto" (shm when every rank is on
+  // this host, mpi otherwise), "shm" (InputError if the ranks span hosts) or
+  // "mpi". max_floats bounds the slot of a shared-memory sum (longer sums go in
+  // pieces). Collective.
+  Exchange(const MpiSession& mpi, const std::string& want, size_t max_floats);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Transport transport() const { return transport_; }
+
+  // data[i] = sum over ranks of their data[i], added in rank order.
+  void sum(float* data, size_t n);
+  // all[r * bytes ...] = rank r's `bytes` bytes at mine.
+  void all_gather(const void* mine, void* all, size_t bytes);
+  void broadcast(void* data, size_t bytes, int root);
+  void send(const void* data, size_t bytes, int to);
+  void recv(void* data, size_t bytes, int from);
+  void barrier();
+
+  // Time spent inside the calls above (waiting for other ranks included) and
+  // bytes this rank contributed, since the last reset.
+  struct Stats {
+    uint64_t calls = 0, bytes = 0;
+    double seconds = 0;
+  };
+  const Stats& stats() const { return stats_; }
+  void reset_stats() { stats_ = Stats{}; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1;
+  Transport transport_ = Transport::solo;
+  Stats stats_;
+};
+
+}  // namespace tps
