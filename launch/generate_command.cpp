@@ -56,6 +56,8 @@ struct RankRun {
   Model model;
   Exchange exchange;
   double load_seconds = 0;
+  int numa_node = -1;       // OS index of the rank's node
+  double on_node = -1;      // fraction of its weight pages there, from the kernel
 
   RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0)
       : pool(make_pool(setup.binding.threads, setup.thread_pus)),
@@ -103,9 +105,9 @@ struct RankRun {
   // many bytes, and where the kernel says its pages are.
   void report(const MpiSession& mpi, const RankSetup& setup) {
     const Shard& s = shard();
-    const int node = setup.machine.numa_nodes.at(setup.binding.numa_node).os_index;
+    const int node = numa_node = setup.machine.numa_nodes.at(setup.binding.numa_node).os_index;
     const PageBuffer& mem = model.weights.memory;
-    const double on_node = fraction_on_node(mem.data(), mem.size(), node);
+    on_node = fraction_on_node(mem.data(), mem.size(), node);
     std::string line = cat("rank ", s.rank, "/", s.ranks, ": ", split_mode_name(s.mode), " split: ",
                            shard_text(s), "; ", cat(static_cast<int>(mem.size() / 1e6)),
                            " MB of weights in its own memory, ",
@@ -178,8 +180,17 @@ SessionOptions session_options(const RunOptions& o, int ctx) {
 
 // Per rank, gathered on every rank: what the summary line and --json report.
 struct RankStats {
-  double weight_bytes, decode_bytes_per_token, exchange_seconds;
+  int numa_node;
+  double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, peak_rss_mib;
+  Session::Timings decode;  // seconds by part of the forward pass, decode steps only
 };
+
+nlohmann::json parts_json(const Session::Timings& t) {
+  return {{"qkv_projection", t.qkv},     {"attention", t.attention},
+          {"output_projection", t.output_proj}, {"router", t.router},
+          {"experts", t.experts},        {"logits", t.logits},
+          {"exchange", t.exchange}};
+}
 
 }  // namespace
 
@@ -266,9 +277,13 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   const double decode_tps = n_gen > 1 ? (n_gen - 1) / std::max(decode_s, 1e-9) : 0;
   const double prefill_tps = prompt.size() / std::max(prefill_s, 1e-9);
 
-  const RankStats mine{static_cast<double>(m.weights.memory.size()),
+  const RankStats mine{r.numa_node,
+                       static_cast<double>(m.weights.memory.size()),
+                       r.on_node,
                        static_cast<double>(decode_bytes_per_token(m.weights.views, m.config, m.shard)),
-                       r.exchange.stats().seconds};
+                       r.exchange.stats().seconds,
+                       peak_rss_mib(),
+                       session.timings()};
   std::vector<RankStats> all(mpi.size());
   r.exchange.all_gather(&mine, all.data(), sizeof mine);
   if (!root) return 0;
@@ -276,12 +291,17 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   double bytes_per_token = 0, exchange_max = 0;
   nlohmann::json ranks = nlohmann::json::array();
   for (int q = 0; q < mpi.size(); ++q) {
-    bytes_per_token += all[q].decode_bytes_per_token;
-    exchange_max = std::max(exchange_max, all[q].exchange_seconds);
+    const RankStats& x = all[q];
+    bytes_per_token += x.decode_bytes_per_token;
+    exchange_max = std::max(exchange_max, x.exchange_seconds);
     ranks.push_back({{"rank", q},
-                     {"weight_bytes", all[q].weight_bytes},
-                     {"decode_weight_bytes_per_token", all[q].decode_bytes_per_token},
-                     {"exchange_seconds_per_token", all[q].exchange_seconds / steps}});
+                     {"numa_node", x.numa_node},
+                     {"weight_bytes", x.weight_bytes},
+                     {"weight_pages_on_node", x.on_node},
+                     {"decode_weight_bytes_per_token", x.decode_bytes_per_token},
+                     {"exchange_seconds_per_token", x.exchange_seconds / steps},
+                     {"peak_rss_mib", x.peak_rss_mib},
+                     {"decode_seconds_by_part", parts_json(x.decode)}});
   }
   if (o.json) {
     nlohmann::json j = {{"model", o.model},
@@ -302,15 +322,13 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                         {"threads", setup.binding.threads},
                         {"kernels", isa_name(best_dot_kernels().isa)},
                         {"load_seconds", r.load_seconds},
+                        {"decode_seconds", decode_s},
+                        {"prefill_seconds", prefill_s},
                         {"peak_rss_mib", peak_rss_mib()},
                         {"per_rank", ranks}};
     if (o.top_logprobs > 0) j["logprobs"] = logprobs;
-    const Session::Timings& tm = session.timings();
-    j["decode_seconds_by_part"] = {{"qkv_projection", tm.qkv},   {"attention", tm.attention},
-                                   {"output_projection", tm.output_proj},
-                                   {"router", tm.router},        {"experts", tm.experts},
-                                   {"logits", tm.logits},        {"exchange", tm.exchange},
-                                   {"sampling", sampling_s}};
+    j["decode_seconds_by_part"] = parts_json(session.timings());
+    j["decode_seconds_by_part"]["sampling"] = sampling_s;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fwrite(tail.data(), 1, tail.size(), stdout);
