@@ -1,6 +1,7 @@
 #include "launch/cli.h"
 
 #include <cstdio>
+#include <new>
 
 #include "runtime/error.h"
 
@@ -41,6 +42,9 @@ int run_tool(const std::string& name, const std::function<int()>& body) {
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), kOutOfMemory);
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: internal error: %s\n", name.c_str(), e.what());
     return 1;

@@ -30,6 +30,11 @@ class Error : public std::runtime_error {
   int exit_code_;
 };
 
+// What an entry point says when an allocation fails (std::bad_alloc).
+inline constexpr const char* kOutOfMemory =
+    "out of memory: an allocation failed (the process's memory limit, or its NUMA node's free "
+    "memory, is too small for this model and these options)";
+
 // Bad input from the user: exit code 2.
 class InputError : public Error {
  public:

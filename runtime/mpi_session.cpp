@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -69,6 +70,8 @@ int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)
     code = body(mpi);
   } catch (const Error& e) {
     mpi.abort(e.what(), e.exit_code());
+  } catch (const std::bad_alloc&) {
+    mpi.abort(kOutOfMemory, 1);
   } catch (const std::exception& e) {
     mpi.abort(cat("internal error: ", e.what()), 1);
   }
