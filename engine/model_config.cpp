@@ -154,6 +154,7 @@ namespace tps {
 ModelShape model_shape(const GgufFile& f, const ModelConfig& c) {
   ModelShape s;
   s.layer_bytes.assign(c.n_layer, 0);
+  s.layer_read_bytes.assign(c.n_layer, 0);
   s.kv_heads = static_cast<int>(c.n_head_kv);
   s.experts = static_cast<int>(c.n_expert);
   s.ff = static_cast<int>(c.n_ff_exp);
@@ -163,19 +164,26 @@ ModelShape model_shape(const GgufFile& f, const ModelConfig& c) {
     if (n.starts_with("blk.")) {
       size_t dot = n.find('.', 4);
       uint32_t layer = static_cast<uint32_t>(std::stoul(std::string(n.substr(4, dot - 4))));
-      if (layer < c.n_layer) s.layer_bytes[layer] += t.bytes;
       std::string_view role = n.substr(dot + 1);
+      // A token reads the routed k of the experts, all of everything else.
+      const bool expert = role.find("_exps.") != std::string_view::npos;
+      if (layer < c.n_layer) {
+        s.layer_bytes[layer] += t.bytes;
+        s.layer_read_bytes[layer] += expert ? t.bytes * c.n_expert_used / c.n_expert : t.bytes;
+      }
       if (role.starts_with("attn_q") || role.starts_with("attn_k") || role.starts_with("attn_v") ||
           role.starts_with("attn_output") || role.starts_with("attn_sinks"))
         s.attention_bytes += t.bytes;
-      else if (role.find("_exps.") != std::string_view::npos)
+      else if (expert)
         s.expert_bytes += t.bytes;
       else
         s.replicated_bytes += t.bytes;  // norms, router
     } else if (n.starts_with("token_embd")) {
       s.input_bytes += t.bytes;
+      s.input_read_bytes += t.row_bytes;
     } else if (n.starts_with("output")) {
       s.output_bytes += t.bytes;
+      s.output_read_bytes += t.bytes;
     }
   }
   return s;

@@ -2,24 +2,18 @@
 
 #include <sys/resource.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engine/forward.h"
-#include "engine/harmony.h"
-#include "engine/model.h"
+#include "launch/rank_run.h"
+#include "launch/sequence.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
-#include "topology/binding.h"
 
 namespace tps {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 double peak_rss_mib() {
   rusage u{};
@@ -27,155 +21,10 @@ double peak_rss_mib() {
   return u.ru_maxrss / 1024.0;
 }
 
-// --split auto: a single stream runs best split inside every layer, where
-// each rank reads its share of every weight a token uses (tensor); see
-// docs/PERFORMANCE.md for the measurements behind the rule.
-SplitMode choose_split(const std::string& split) {
-  return split == "auto" ? SplitMode::tensor : parse_split_mode(split);
-}
-
-std::string range_text(const Range& r) {
-  return r.size() == 0 ? "none" : cat(r.begin, "-", r.end - 1);
-}
-
-// What a shard holds, in the words of its mode.
-std::string shard_text(const Shard& s) {
-  const RankShare& x = s.share;
-  if (s.mode == SplitMode::layers)
-    return cat("layers ", range_text(x.layers), x.vocab.size() ? ", output head" : "");
-  std::string what = cat("KV heads ", range_text(x.kv_heads), ", ");
-  what += s.mode == SplitMode::experts ? cat("experts ", range_text(x.experts))
-                                       : cat("features ", range_text(x.ff), " of every expert");
-  return what + cat(", vocabulary rows ", range_text(x.vocab));
-}
-
-// Everything a rank holds for a run: its pinned threads, its shard of the
-// model in its own memory, and the exchange with the other ranks.
-struct RankRun {
-  ThreadPool pool;
-  Model model;
-  Exchange exchange;
-  double load_seconds = 0;
-  int numa_node = -1;       // OS index of the rank's node
-  double on_node = -1;      // fraction of its weight pages there, from the kernel
-
-  RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0)
-      : pool(make_pool(setup.binding.threads, setup.thread_pus)),
-        model(load(o, mpi, pool)),
-        exchange(mpi, o.exchange, static_cast<size_t>(o.batch) * model.config.n_embd),
-        load_seconds(since(t0)) {
-    // Once every rank on the host has its copy, the file's pages can go.
-    exchange.barrier();
-    if (mpi.local_rank() == 0) drop_file_cache(model.file);
-    report(mpi, setup);
-  }
-
-  const Shard& shard() const { return model.shard; }
-  bool pipeline() const { return shard().mode == SplitMode::layers; }
-  int last_rank() const { return shard().ranks - 1; }
-
- private:
-  static ThreadPool make_pool(int threads, const std::vector<int>& pus) {
-    if (!pus.empty()) bind_this_thread({pus[0]});
-    return ThreadPool(threads, [&pus](int t) {
-      if (!pus.empty()) bind_this_thread({pus[t % pus.size()]});
-    });
-  }
-
-  static Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
-    bool shown = false;
-    int last_percent = -1;
-    Model m = load_model(
-        o.model, pool, choose_split(o.split), mpi.rank(), mpi.size(),
-        [&](uint64_t done, uint64_t total) {
-          // Rank 0 shows its own progress; the others load alongside.
-          if (mpi.rank() != 0 || total < (1ull << 30) || log_level() < LogLevel::info) return;
-          const int percent = static_cast<int>(100 * done / total);
-          if (percent / 5 == last_percent / 5) return;
-          last_percent = percent;
-          std::fprintf(stderr, "\rtps: loading %s: %3d%% of %.1f GB", o.model.c_str(), percent,
-                       total / 1e9);
-          shown = true;
-        });
-    if (shown) std::fputc('\n', stderr);
-    return m;
-  }
-
-  // One line per rank (printed by rank 0 in rank order): what it owns, how
-  // many bytes, and where the kernel says its pages are.
-  void report(const MpiSession& mpi, const RankSetup& setup) {
-    const Shard& s = shard();
-    const int node = numa_node = setup.machine.numa_nodes.at(setup.binding.numa_node).os_index;
-    const PageBuffer& mem = model.weights.memory;
-    on_node = fraction_on_node(mem.data(), mem.size(), node);
-    std::string line = cat("rank ", s.rank, "/", s.ranks, ": ", split_mode_name(s.mode), " split: ",
-                           shard_text(s), "; ", cat(static_cast<int>(mem.size() / 1e6)),
-                           " MB of weights in its own memory, ",
-                           on_node < 0 ? std::string("page placement unknown")
-                                       : cat(static_cast<int>(on_node * 1000) / 10.0,
-                                             "% of sampled pages on NUMA node ", node),
-                           "; ready in ", cat(static_cast<int>(load_seconds * 10) / 10.0), " s");
-    std::vector<std::string> idle = idle_parts(s.share, s.mode);
-    if (!idle.empty()) {
-      line += "; warning: holds no ";
-      for (size_t i = 0; i < idle.size(); ++i) line += (i ? ", " : "") + idle[i];
-      line += cat(" (", s.ranks, " ranks are more than this model has of them)");
-    }
-    std::vector<std::string> lines = mpi.gather_to_root(line);
-    if (mpi.rank() == 0) {
-      const ModelConfig& c = model.config;
-      log_info("tps: model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert,
-               " experts (top-", c.n_expert_used, "), d=", c.n_embd, "; kernels ",
-               isa_name(best_dot_kernels().isa), "; exchange ", transport_name(exchange.transport()));
-      for (const std::string& l : lines) log_info("tps: ", l);
-    }
-  }
-};
-
-// A chosen token and, when asked, its log-probability and the top ones.
-struct Pick {
-  int32_t id = -1;
-  float logprob = 0;
-  int n_top = 0;
-  TokenLogprob top[100];
-};
-
-// Decides the next token on every rank: split inside layers, the ranks
-// decide together from their vocabulary rows; split by layers, the last
-// rank decides alone and tells the others.
-Pick pick(RankRun& r, std::span<const float> logits, Sampler& sampler, int top_k) {
-  const ModelConfig& c = r.model.config;
-  Pick p;
-  auto decide = [&](const SplitLogits& s) {
-    p.id = sampler.sample(s);
-    if (top_k <= 0) return;
-    p.logprob = logprob_of(s, p.id);
-    for (const TokenLogprob& t : top_logprobs(s, top_k)) p.top[p.n_top++] = t;
-  };
-  if (!r.pipeline()) {
-    decide(SplitLogits{logits, r.shard().share.vocab.begin, c.n_vocab, r.exchange});
-    return p;
-  }
-  if (r.shard().rank == r.last_rank()) {
-    Exchange alone;
-    decide(SplitLogits{logits, 0, c.n_vocab, alone});
-  }
-  r.exchange.broadcast(&p, sizeof p, r.last_rank());
-  return p;
-}
-
 nlohmann::json logprob_json(const Pick& p) {
   nlohmann::json top = nlohmann::json::array();
   for (int i = 0; i < p.n_top; ++i) top.push_back({p.top[i].id, p.top[i].logprob});
   return {{"id", p.id}, {"logprob", p.logprob}, {"top", top}};
-}
-
-SessionOptions session_options(const RunOptions& o, int ctx) {
-  SessionOptions so;
-  so.n_ctx = ctx;
-  so.max_batch = o.batch;
-  so.yarn_truncate = o.yarn_truncate;
-  return so;
 }
 
 // Per rank, gathered on every rank: what the summary line and --json report.
@@ -201,22 +50,19 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   if (o.prompt.empty()) throw InputError("-p: the prompt is empty");
   const bool root = mpi.rank() == 0;
 
-  const auto t_start = Clock::now();
-  RankRun r(o, mpi, setup, t_start);
+  RankRun r(o, mpi, setup, Clock::now());
   const Model& m = r.model;
   // One seed for every rank: rank 0's, random unless given.
   if (!o.seed_given) sp.seed = std::random_device{}();
   r.exchange.broadcast(&sp.seed, sizeof sp.seed, 0);
 
-  std::vector<int32_t> prompt =
-      o.chat ? render_chat_prompt(o.prompt, ChatOptions{"", o.reasoning, ""},
-                                  [&](const std::string& s) { return m.tokenizer.encode(s); })
-             : m.tokenizer.encode(o.prompt, true);
+  Sequence seq(o, encode_prompt(o, m.tokenizer, o.prompt));
+  const std::vector<int32_t>& prompt = seq.prompt();
   if (static_cast<int>(prompt.size()) > o.ctx)
     throw InputError(cat("the prompt is ", prompt.size(), " tokens, longer than the context of ",
                          o.ctx, " (use --ctx, up to ", m.config.n_ctx_train, ")"));
 
-  Session session(m, session_options(o, o.ctx), r.pool, r.exchange);
+  Session session(m, r.session_options(o, o.ctx), r.pool, r.exchange);
   Sampler sampler(sp);
 
   auto t0 = Clock::now();
@@ -224,52 +70,35 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   session.forward(prompt, false, logits);
   const double prefill_s = since(t0);
 
-  std::vector<int32_t> out;
   nlohmann::json logprobs = nlohmann::json::array();
-  Utf8Stream text;
-  HarmonyStream harmony;
   std::string generated_text;
-  std::string stop = "length";
   double ttft = 0, sampling_s = 0;
   auto t1 = Clock::now();
   session.reset_timings();  // from here on: decode steps only
   r.exchange.reset_stats();
-  for (int i = 0; i < o.max_tokens; ++i) {
+  while (!seq.done()) {
     auto ts = Clock::now();
     const Pick p = pick(r, logits, sampler, o.top_logprobs);
     sampling_s += since(ts);
-    const int32_t id = p.id;
-    if (i == 0) ttft = since(t0);
-    out.push_back(id);
+    if (seq.generated().empty()) ttft = since(t0);
     if (o.top_logprobs > 0) logprobs.push_back(logprob_json(p));
-    if (is_stop_token(id)) {
-      stop = "stop token";
-      break;
+    const std::string printable = seq.accept(p.id, m.tokenizer);
+    generated_text += printable;
+    if (!o.json && root) {
+      std::fwrite(printable.data(), 1, printable.size(), stdout);
+      std::fflush(stdout);
     }
-    const std::string& piece = m.tokenizer.token_bytes(id);
-    bool show = true;
-    if (o.chat) {
-      HarmonyStream::Step st = harmony.push(id, piece);
-      show = st.part == HarmonyStream::Part::content &&
-             (st.channel.starts_with("final") || (o.show_analysis && !st.channel.empty()));
-    }
-    if (show) {
-      std::string printable = text.push(piece);
-      generated_text += printable;
-      if (!o.json && root) {
-        std::fwrite(printable.data(), 1, printable.size(), stdout);
-        std::fflush(stdout);
-      }
-    }
-    if (i + 1 == o.max_tokens) break;
+    if (seq.done()) break;
     if (session.position() >= session.context()) {
-      stop = "context full";
+      seq.finish("context full");
       break;
     }
-    session.forward(std::vector<int32_t>{id}, false, logits);
+    session.forward(std::vector<int32_t>{p.id}, false, logits);
   }
   const double decode_s = since(t1);
-  std::string tail = text.flush();
+  const std::vector<int32_t>& out = seq.generated();
+  const std::string& stop = seq.stop();
+  std::string tail = seq.flush();
   generated_text += tail;
   const int n_gen = static_cast<int>(out.size());
   // Decode speed counts the forward steps after the first token.
@@ -369,7 +198,7 @@ int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup
   if (ids.size() < 2) throw InputError(cat(o.ids_file, ": need at least 2 token ids to score"));
   RankRun r(o, mpi, setup, Clock::now());
   const Model& m = r.model;
-  Session session(m, session_options(o, std::max<int>(o.ctx, static_cast<int>(ids.size()))),
+  Session session(m, r.session_options(o, std::max<int>(o.ctx, static_cast<int>(ids.size()))),
                   r.pool, r.exchange);
   std::vector<float> logits;
   auto t0 = Clock::now();
@@ -383,10 +212,9 @@ int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup
   nlohmann::json positions = nlohmann::json::array();
   if (!r.pipeline() || m.shard.rank == r.last_rank()) {
     Exchange alone;
-    Exchange& ex = r.pipeline() ? alone : r.exchange;
-    const int64_t begin = r.pipeline() ? 0 : m.shard.share.vocab.begin;
     for (size_t i = 0; i + 1 < ids.size(); ++i) {
-      SplitLogits row{std::span<const float>(logits.data() + i * rows, rows), begin, m.config.n_vocab, ex};
+      const SplitLogits row =
+          split_logits(r, std::span<const float>(logits.data() + i * rows, rows), alone);
       nlohmann::json top = nlohmann::json::array();
       for (const TokenLogprob& t : top_logprobs(row, k)) top.push_back({t.id, t.logprob});
       positions.push_back({{"pos", i},

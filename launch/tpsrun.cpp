@@ -41,6 +41,14 @@ int main(int argc, char** argv) {
                                                          "synthetic model scripts/demo makes)")
                     ->capture_default_str();
   auto* prompt = app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)");
+  auto* prompts = app.add_option("--prompts-file", run.prompts_file,
+                                 "with --parallel: prompts, one per line (sequence i takes line i, "
+                                 "cycling)")->excludes(prompt);
+  app.add_option("--parallel", run.parallel,
+                 "generate this many independent sequences at once and print their texts at "
+                 "the end (sequence i samples with seed + i); with --split auto and 2 or more "
+                 "ranks, the ranks form a pipeline")
+      ->check(tps::kPositive)->capture_default_str();
   app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str();
   app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
       ->capture_default_str();
@@ -112,13 +120,19 @@ int main(int argc, char** argv) {
                  run.model.c_str());
     return 2;
   }
-  if (!place->parsed() && !score->parsed() && prompt->count() == 0) {
+  if (!place->parsed() && !score->parsed() && prompt->count() == 0 && prompts->count() == 0) {
     std::fprintf(stderr, "tpsrun: give a prompt with -p PROMPT, or a subcommand (see tpsrun --help)\n");
+    return 2;
+  }
+  if (run.parallel > 1 && run.top_logprobs > 0) {
+    std::fprintf(stderr, "tpsrun: --top-logprobs works with one sequence, not with --parallel\n");
     return 2;
   }
   return tps::run_on_all_ranks(argc, argv, [&](tps::MpiSession& mpi) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;
-    return score->parsed() ? tps::run_score(run, mpi, setup) : tps::run_generate(run, mpi, setup);
+    if (score->parsed()) return tps::run_score(run, mpi, setup);
+    if (run.parallel > 1 || !run.prompts_file.empty()) return tps::run_parallel(run, mpi, setup);
+    return tps::run_generate(run, mpi, setup);
   });
 }

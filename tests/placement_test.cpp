@@ -246,6 +246,14 @@ TEST(SplitLayers, BalancedContiguousRanges) {
   std::vector<LayerRange> many = split_layers(s, 26);
   for (int i = 0; i < 26; ++i) EXPECT_EQ(many[i].end - many[i].begin, i < 24 ? 1 : 0) << i;
   EXPECT_EQ(many[25].bytes, 200u);
+  // Balanced by what a token reads when the shape says: gpt-oss-20b's output
+  // head reads about as much as 7 blocks, so the last stage gets fewer.
+  s.layer_read_bytes.assign(24, 100);
+  s.input_read_bytes = 1;
+  s.output_read_bytes = 700;
+  std::vector<LayerRange> reads = split_layers(s, 2);
+  EXPECT_EQ(reads[0].end, 15);
+  EXPECT_EQ(reads[1].bytes, 9 * 100u + 200);  // bytes held: its blocks and the head
 }
 
 }  // namespace

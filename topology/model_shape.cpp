@@ -15,12 +15,19 @@ uint64_t ModelShape::total() const {
 std::vector<LayerRange> split_layers(const ModelShape& s, int ranks) {
   const int layers = static_cast<int>(s.layer_bytes.size());
   if (ranks < 1) throw InputError(cat("ranks: got ", ranks, ", expected 1 or more"));
-  // Walk the layers once; a rank's range ends where the running total passes
+  // The cost each stage balances: bytes read per token where known.
+  const bool reads = s.layer_read_bytes.size() == s.layer_bytes.size();
+  const std::vector<uint64_t>& cost = reads ? s.layer_read_bytes : s.layer_bytes;
+  const uint64_t first = reads ? s.input_read_bytes : s.input_bytes;
+  const uint64_t last = reads ? s.output_read_bytes : s.output_bytes;
+  uint64_t total = first + last;
+  for (uint64_t c : cost) total += c;
+  // Walk the layers once; a rank's range ends where the running cost passes
   // its share of the whole, leaving at least one layer for each later rank
   // while there are layers to leave. Ranks beyond the layer count get none.
   std::vector<LayerRange> out(ranks);
-  const double share = static_cast<double>(s.total()) / ranks;
-  uint64_t running = s.input_bytes;
+  const double share = static_cast<double>(total) / ranks;
+  uint64_t running = first;
   int layer = 0;
   for (int r = 0; r < ranks; ++r) {
     LayerRange& range = out[r];
@@ -29,8 +36,8 @@ std::vector<LayerRange> split_layers(const ModelShape& s, int ranks) {
     const int must_leave = std::max(0, std::min(ranks - r - 1, layers - layer - 1));
     while (layer < layers - must_leave &&
            (layer == range.begin || r == ranks - 1 ||
-            static_cast<double>(running + s.layer_bytes[layer] / 2) <= share * (r + 1))) {
-      running += s.layer_bytes[layer];
+            static_cast<double>(running + cost[layer] / 2) <= share * (r + 1))) {
+      running += cost[layer];
       range.bytes += s.layer_bytes[layer];
       ++layer;
     }

@@ -13,6 +13,12 @@ struct ModelShape {
   uint64_t input_bytes = 0;           // token embeddings (read one row per token)
   uint64_t output_bytes = 0;          // final norm and unembedding
   uint64_t total() const;
+  // Bytes one decoded token reads: of each block (every attention and router
+  // weight, the routed share of the experts), of the embeddings (one row)
+  // and of the output head (all of it). A pipeline balances these: they,
+  // not the bytes held, set each stage's time per token.
+  std::vector<uint64_t> layer_read_bytes;
+  uint64_t input_read_bytes = 0, output_read_bytes = 0;
 
   // What the splits that cut through layers cut, summed over all layers.
   int kv_heads = 0;               // attention is cut by KV-head group
@@ -25,7 +31,8 @@ struct ModelShape {
 };
 
 // Pipeline split: each rank owns a contiguous range of layers, balanced by
-// bytes; rank 0 also holds the embeddings, the last rank the output head.
+// the bytes a decoded token reads (when the shape has them; bytes held
+// otherwise); rank 0 also holds the embeddings, the last rank the output head.
 // With more ranks than layers the ranks beyond get none (they pass the
 // hidden state on). Throws InputError when ranks < 1.
 struct LayerRange {

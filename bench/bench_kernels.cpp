@@ -1,0 +1,234 @@
+// The matrix kernels as the forward pass runs them (matmul_rows over the
+// rows of a weight matrix, split across a pool's threads like
+// Session::parallel_rows), for every instruction set this CPU runs x every
+// weight format x shapes of gpt-oss-20b:
+//   decode  (1 token):  q projection 4096x2880, expert 2880x2880, a slice of
+//                       the output head 16384x2880 (the whole head is
+//                       201088 rows; a slice keeps the weights at a few
+//                       hundred MB while still far larger than any cache)
+//   prefill (a batch of 128 tokens, tpsrun's default --batch): expert 2880x2880
+// Weights stream from memory as in decode: each iteration uses the next of
+// several copies of the matrix that together exceed 4x the L3, so no
+// iteration finds its weights in cache. Reported per benchmark: weight
+// bytes/s (bytes_per_second), GFLOP/s, and stream_pct = weight bytes/s as a
+// % of the STREAM triad of the first NUMA node with cores (all its cores),
+// measured at start-up. Threads and memory stay on that node. Not a test: it
+// prints what it measured.
+//   build/bin/bench_kernels [Google Benchmark flags, e.g. --benchmark_filter=avx2]
+#include <benchmark/benchmark.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/ggml_types.h"
+#include "engine/kernels/dot.h"
+#include "engine/kernels/matmul.h"
+#include "engine/quant_blocks.h"
+#include "engine/weights.h"
+#include "runtime/error.h"
+#include "runtime/page_buffer.h"
+#include "runtime/thread_pool.h"
+#include "topology/bandwidth.h"
+#include "topology/machine.h"
+
+namespace {
+
+using namespace tps;
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+  int tokens;
+};
+
+// gpt-oss-20b: d = 2880, 64 query heads x 64 = 4096, expert width 2880.
+constexpr Shape kShapes[] = {
+    {"q_proj", 4096, 2880, 1},
+    {"expert", 2880, 2880, 1},
+    {"output_slice", 16384, 2880, 1},
+    {"expert", 2880, 2880, 128},
+};
+
+constexpr GgmlType kFormats[] = {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F32, GgmlType::F16,
+                                 GgmlType::BF16};
+
+// Several copies of one matrix with valid values (random floats put through
+// the reference converters: no NaN, infinity or denormal scales), back to
+// back in one buffer; copies x bytes >= min_bytes.
+struct WeightPool {
+  GgmlType type;
+  int64_t rows = 0, cols = 0;
+  uint64_t matrix_bytes = 0;
+  int copies = 0;
+  PageBuffer memory;
+
+  Matrix copy(int i) const {
+    const uint8_t* base = memory.data() + static_cast<uint64_t>(i) * matrix_bytes;
+    return Matrix{type, rows, cols, base, matrix_bytes / rows};
+  }
+};
+
+std::unique_ptr<WeightPool> make_pool(GgmlType type, int64_t rows, int64_t cols, uint64_t min_bytes) {
+  auto pool = std::make_unique<WeightPool>();
+  pool->type = type;
+  pool->rows = rows;
+  pool->cols = cols;
+  const uint64_t rb = row_bytes(type, cols);
+  pool->matrix_bytes = rb * rows;
+  pool->copies = static_cast<int>(std::max<uint64_t>(2, (min_bytes + pool->matrix_bytes - 1) / pool->matrix_bytes));
+  pool->memory = PageBuffer(pool->matrix_bytes * pool->copies);
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> x(cols);
+  uint8_t* first = pool->memory.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : x) v = normal(rng);
+    uint8_t* dst = first + r * rb;
+    switch (type) {
+      case GgmlType::Q8_0: quantize_row_q8_0(x.data(), reinterpret_cast<BlockQ8_0*>(dst), cols); break;
+      case GgmlType::MXFP4: quantize_row_mxfp4(x.data(), reinterpret_cast<BlockMxfp4*>(dst), cols); break;
+      case GgmlType::F32: std::memcpy(dst, x.data(), cols * sizeof(float)); break;
+      case GgmlType::F16:
+        for (int64_t c = 0; c < cols; ++c) reinterpret_cast<uint16_t*>(dst)[c] = fp32_to_fp16(x[c]);
+        break;
+      case GgmlType::BF16:
+        for (int64_t c = 0; c < cols; ++c) reinterpret_cast<uint16_t*>(dst)[c] = fp32_to_bf16(x[c]);
+        break;
+      default: throw Error(cat("bench_kernels: no generator for ", type_name(type)));
+    }
+  }
+  for (int i = 1; i < pool->copies; ++i)
+    std::memcpy(first + i * pool->matrix_bytes, first, pool->matrix_bytes);
+  return pool;
+}
+
+// What every benchmark shares: the node's bandwidth, the size weights must
+// exceed, one pool per thread count, and the pool of weights last built
+// (benchmarks of one format and shape follow each other, so it is reused).
+struct Context {
+  double stream_bytes_per_s = 0;
+  uint64_t min_pool_bytes = 0;
+  std::vector<std::unique_ptr<ThreadPool>> pools;  // by thread count - 1
+  std::unique_ptr<WeightPool> weights;
+
+  ThreadPool& pool(int threads) {
+    if (pools.size() < static_cast<size_t>(threads)) pools.resize(threads);
+    if (!pools[threads - 1]) pools[threads - 1] = std::make_unique<ThreadPool>(threads);
+    return *pools[threads - 1];
+  }
+  const WeightPool& weights_for(GgmlType type, int64_t rows, int64_t cols) {
+    if (!weights || weights->type != type || weights->rows != rows || weights->cols != cols) {
+      weights.reset();  // free the last one before building the next
+      weights = make_pool(type, rows, cols, min_pool_bytes);
+    }
+    return *weights;
+  }
+};
+
+Context* ctx = nullptr;
+
+void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int threads) {
+  const DotKernels& k = dot_kernels(isa);
+  const WeightPool& w = ctx->weights_for(type, shape.rows, shape.cols);
+  ThreadPool& pool = ctx->pool(threads);
+
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> xf(static_cast<size_t>(shape.tokens) * shape.cols);
+  for (float& v : xf) v = normal(rng);
+  std::vector<BlockQ8_0> xq(xf.size() / 32);
+  quantize_activations(xf.data(), shape.tokens, shape.cols, xq.data());
+  const Activations x{xf.data(), xq.data(), shape.cols, shape.tokens};
+  std::vector<float> y(static_cast<size_t>(shape.tokens) * shape.rows);
+
+  int next = 0;
+  for (auto _ : state) {
+    const Matrix m = w.copy(next);
+    next = (next + 1) % w.copies;
+    pool.run([&](int t, int nt) {
+      auto [begin, end] = ThreadPool::split(m.rows, t, nt);
+      matmul_rows(k, m, begin, end, x, y.data(), m.rows);
+    });
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(w.matrix_bytes);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * shape.rows * shape.cols * shape.tokens / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["stream_pct"] = benchmark::Counter(
+      100.0 * bytes / ctx->stream_bytes_per_s, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Pins this thread (and so the pools' threads, which inherit it) to the PUs
+// of the first NUMA node with usable cores, the node measure_bandwidth
+// reports first; memory is then first touched there. Returns its usable
+// cores (the first one's L3 size in l3_bytes).
+int stay_on_first_node(const Machine& m, uint64_t& l3_bytes) {
+  for (const NumaNode& node : m.numa_nodes) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int cores = 0;
+    for (int c : node.cores) {
+      if (!m.core_is_usable(c)) continue;
+      if (cores++ == 0) l3_bytes = m.cores[c].l3_bytes;
+      for (int pu : m.cores[c].pus)
+        if (std::find(m.available_pus.begin(), m.available_pus.end(), pu) != m.available_pus.end())
+          CPU_SET(pu, &set);
+    }
+    if (cores == 0) continue;
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+      throw Error(cat("bench_kernels: cannot bind to NUMA node ", node.os_index, "'s PUs"));
+    return cores;
+  }
+  throw Error("bench_kernels: no NUMA node has usable cores");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  try {
+    const Machine machine = discover_machine();
+    uint64_t l3 = 0;
+    const int cores = stay_on_first_node(machine, l3);
+    std::vector<BandwidthResult> bw = measure_bandwidth(machine, 0, 5);
+    Context context;
+    context.stream_bytes_per_s = bw.at(0).best_gb_per_s * 1e9;
+    context.min_pool_bytes = std::max<uint64_t>(4 * l3, 256ull << 20);
+    ctx = &context;
+    std::printf("bench_kernels: memory bandwidth of %s: %.1f GB/s (STREAM triad, %d threads); "
+                "weights in copies of at least %.0f MiB in all\n",
+                bw[0].scope.c_str(), bw[0].best_gb_per_s, bw[0].threads,
+                context.min_pool_bytes / 1048576.0);
+
+    std::vector<int> thread_counts{1};
+    if (cores > 1) thread_counts.push_back(cores);
+    for (Isa isa : supported_isas())
+      for (GgmlType type : kFormats)
+        for (const Shape& s : kShapes)
+          for (int threads : thread_counts) {
+            // Prefill is compute-bound: one thread shows the kernel.
+            if (s.tokens > 1 && threads > 1) continue;
+            std::string name = cat("matmul/", isa_name(isa), "/", type_name(type), "/", s.name, "/",
+                                   s.rows, "x", s.cols, "/tokens:", s.tokens, "/threads:", threads);
+            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, isa, type, s, threads)
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

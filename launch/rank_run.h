@@ -1,0 +1,64 @@
+// What a tpsrun rank holds for a run -- its pinned threads, its shard of the
+// model in its own memory, the exchange with the other ranks -- and how the
+// ranks decide the next token together.
+#pragma once
+
+#include <chrono>
+#include <span>
+
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "launch/rank_setup.h"
+#include "launch/run_options.h"
+#include "runtime/exchange.h"
+#include "runtime/mpi_session.h"
+#include "runtime/thread_pool.h"
+
+namespace tps {
+
+using Clock = std::chrono::steady_clock;
+inline double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// --split auto: the mode for this workload (docs/PERFORMANCE.md has the
+// measurements behind the rule).
+SplitMode choose_split(const RunOptions& options, int ranks);
+
+struct RankRun {
+  ThreadPool pool;
+  Model model;
+  Exchange exchange;
+  double load_seconds = 0;  // since t0: binding, loading, the exchange's set-up
+  int numa_node = -1;       // OS index of the rank's node
+  double on_node = -1;      // fraction of its weight pages there, from the kernel
+
+  // Collective: loads every rank's shard, then prints one line per rank
+  // (rank 0, in rank order): what it owns, its bytes, where its pages are.
+  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup,
+          Clock::time_point t0);
+
+  const Shard& shard() const { return model.shard; }
+  bool pipeline() const { return shard().mode == SplitMode::layers; }
+  int last_rank() const { return shard().ranks - 1; }
+  SessionOptions session_options(const RunOptions& options, int ctx) const;
+};
+
+// A chosen token and, when asked, its log-probability and the top ones.
+struct Pick {
+  int32_t id = -1;
+  float logprob = 0;
+  int n_top = 0;
+  TokenLogprob top[100];
+};
+
+// Decides the next token on every rank: split inside layers, the ranks
+// decide together from their vocabulary rows; split by layers, the last
+// rank decides alone and tells the others. Collective.
+Pick pick(RankRun& run, std::span<const float> logits, Sampler& sampler, int top_k);
+
+// The SplitLogits of this rank's logits: all ranks' together, or the last
+// rank of a pipeline alone (with `alone`).
+SplitLogits split_logits(RankRun& run, std::span<const float> logits, Exchange& alone);
+
+}  // namespace tps

@@ -1,0 +1,32 @@
+// What `tpsrun` is asked to do: the options of generation and scoring, the
+// same on every rank.
+#pragma once
+
+#include <string>
+
+#include "engine/sampler.h"
+
+namespace tps {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  std::string prompts_file;  // --parallel: one prompt per line
+  int parallel = 1;          // sequences generated together
+  int max_tokens = 256;
+  SamplerParams sampler;
+  bool seed_given = false;
+  int ctx = 4096;
+  int batch = 128;
+  bool chat = false;
+  bool show_analysis = false;
+  std::string reasoning = "medium";
+  bool json = false;
+  int top_logprobs = 0;
+  bool yarn_truncate = false;
+  std::string split = "auto";     // layers, experts, tensor or auto
+  std::string exchange = "auto";  // shm, mpi or auto
+  std::string ids_file;  // score: the token sequence
+};
+
+}  // namespace tps
