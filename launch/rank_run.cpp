@@ -8,12 +8,16 @@
 
 namespace tps {
 
-SplitMode choose_split(const RunOptions& o, int ranks) {
+SplitMode choose_split(const RunOptions& o, int ranks, const ModelShape& shape) {
   if (o.split != "auto") return parse_split_mode(o.split);
   // One stream: split inside every layer, so that each rank reads its share
   // of every weight a token uses. Several streams on several ranks: a
-  // pipeline, each rank busy with another stream's token, no sums per layer.
-  return o.parallel >= 2 && ranks >= 2 ? SplitMode::layers : SplitMode::tensor;
+  // pipeline, each rank busy with another stream's token and no sums per
+  // layer -- if its stages share a token's reads evenly (it runs at the pace
+  // of the slowest); docs/PERFORMANCE.md has the measurements.
+  const bool several = o.parallel >= ranks && ranks >= 2;
+  return several && pipeline_imbalance(shape, ranks) <= kBalancedPipeline ? SplitMode::layers
+                                                                           : SplitMode::tensor;
 }
 
 namespace {
@@ -41,10 +45,15 @@ ThreadPool make_pool(int threads, const std::vector<int>& pus) {
 }
 
 Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
+  SplitMode mode = SplitMode::tensor;
+  {
+    GgufFile file = GgufFile::open(o.model);
+    mode = choose_split(o, mpi.size(), model_shape(file, read_model_config(file)));
+  }
   bool shown = false;
   int last_percent = -1;
   Model m = load_model(
-      o.model, pool, choose_split(o, mpi.size()), mpi.rank(), mpi.size(),
+      o.model, pool, mode, mpi.rank(), mpi.size(),
       [&](uint64_t done, uint64_t total) {
         // Rank 0 shows its own progress; the others load alongside.
         if (mpi.rank() != 0 || total < (1ull << 30) || log_level() < LogLevel::info) return;
