@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Smoke test of bench/tpsbench: a --quick run on the tiny model (1 rank and
 2 ranks) writes every output file with the fields docs/PERFORMANCE.md relies
-on, and a missing model ends in one line naming it. Speed is not checked.
+on; a missing model, or tpsrun failing, ends in one line naming what went
+wrong. Speed is not checked.
 
   tpsbench_smoke_test.py --tpsbench bench/tpsbench --build build --model build/models/gpt-oss-tiny.gguf
 """
@@ -125,6 +126,18 @@ class Errors(unittest.TestCase):
         self.assertEqual(done.returncode, 1)
         self.assertEqual(done.stderr.count("\n"), 1, done.stderr)
         self.assertIn(missing, done.stderr)
+
+    def test_failing_tpsrun_is_one_line_with_its_message(self):
+        # The header passes tpsbench's own check; tpsrun finds the cut.
+        with tempfile.TemporaryDirectory() as tmp:
+            cut = Path(tmp) / "cut.gguf"
+            cut.write_bytes(Path(ARGS.model).read_bytes()[:2_000_000])
+            done = subprocess.run([sys.executable, ARGS.tpsbench, "--quick", "--model", str(cut), "--build",
+                                   ARGS.build, "--out", str(Path(tmp) / "out")],
+                                  capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 1)
+        last = done.stderr.splitlines()[-1]
+        self.assertRegex(last, r"^tpsbench: tpsrun \(1x1, prompt short-en\) failed: tps: .*cut\.gguf.*truncated")
 
 
 if __name__ == "__main__":
