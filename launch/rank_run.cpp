@@ -8,16 +8,12 @@
 
 namespace tps {
 
-SplitMode choose_split(const RunOptions& o, int ranks, const ModelShape& shape) {
-  if (o.split != "auto") return parse_split_mode(o.split);
-  // One stream: split inside every layer, so that each rank reads its share
-  // of every weight a token uses. Several streams on several ranks: a
-  // pipeline, each rank busy with another stream's token and no sums per
-  // layer -- if its stages share a token's reads evenly (it runs at the pace
-  // of the slowest); docs/PERFORMANCE.md has the measurements.
-  const bool several = o.parallel >= ranks && ranks >= 2;
-  return several && pipeline_imbalance(shape, ranks) <= kBalancedPipeline ? SplitMode::layers
-                                                                           : SplitMode::tensor;
+SplitMode choose_split(const RunOptions& o) {
+  // Measured (docs/PERFORMANCE.md): tensor is the fastest split here for one
+  // stream and for several -- each rank reads its share of every weight a
+  // token uses, and the sums cost ~0.2% of a token; a balanced pipeline of
+  // two sequences did not beat it on gpt-oss-20b.
+  return o.split == "auto" ? SplitMode::tensor : parse_split_mode(o.split);
 }
 
 namespace {
@@ -45,15 +41,10 @@ ThreadPool make_pool(int threads, const std::vector<int>& pus) {
 }
 
 Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
-  SplitMode mode = SplitMode::tensor;
-  {
-    GgufFile file = GgufFile::open(o.model);
-    mode = choose_split(o, mpi.size(), model_shape(file, read_model_config(file)));
-  }
   bool shown = false;
   int last_percent = -1;
   Model m = load_model(
-      o.model, pool, mode, mpi.rank(), mpi.size(),
+      o.model, pool, choose_split(o), mpi.rank(), mpi.size(),
       [&](uint64_t done, uint64_t total) {
         // Rank 0 shows its own progress; the others load alongside.
         if (mpi.rank() != 0 || total < (1ull << 30) || log_level() < LogLevel::info) return;
@@ -79,7 +70,7 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       numa_node(setup.machine.numa_nodes.at(setup.binding.numa_node).os_index) {
   // Once every rank on the host has its copy, the file's pages can go.
   exchange.barrier();
-  if (mpi.local_rank() == 0) drop_file_cache(model.file);
+  if (mpi.local_rank() == 0 && !o.keep_page_cache) drop_file_cache(model.file);
 
   const Shard& s = shard();
   const PageBuffer& mem = model.weights.memory;

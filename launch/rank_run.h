@@ -21,12 +21,9 @@ inline double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// --split auto: the mode for this workload and model (docs/PERFORMANCE.md
-// has the measurements behind the rule): a pipeline for at least as many
-// sequences as ranks when its slowest stage reads at most kBalancedPipeline
-// times the mean, tensor otherwise.
-constexpr double kBalancedPipeline = 1.1;
-SplitMode choose_split(const RunOptions& options, int ranks, const ModelShape& shape);
+// The split --split names; auto is the mode measured fastest here
+// (docs/PERFORMANCE.md): tensor.
+SplitMode choose_split(const RunOptions& options);
 
 struct RankRun {
   ThreadPool pool;

@@ -26,6 +26,7 @@ struct RunOptions {
   bool yarn_truncate = false;
   std::string split = "auto";     // layers, experts, tensor or auto
   std::string exchange = "auto";  // shm, mpi or auto
+  bool keep_page_cache = false;   // leave the model file in the page cache
   std::string ids_file;  // score: the token sequence
 };
 

@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
                                  "cycling)")->excludes(prompt);
   app.add_option("--parallel", run.parallel,
                  "generate this many independent sequences at once and print their texts at "
-                 "the end (sequence i samples with seed + i); with --split auto and 2 or more "
-                 "ranks, the ranks form a pipeline")
+                 "the end (sequence i samples with seed + i); with --split layers the ranks "
+                 "form a pipeline with several sequences in flight")
       ->check(tps::kPositive)->capture_default_str();
   app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str();
   app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
@@ -79,12 +79,15 @@ int main(int argc, char** argv) {
   app.add_option("--split", run.split,
                  "how ranks share the model: tensor (a slice of every expert, head group and "
                  "vocabulary rows), experts (whole experts), layers (a pipeline of layer "
-                 "ranges), auto (tensor)")
+                 "ranges), auto (tensor, measured fastest for one and for several sequences)")
       ->check(CLI::IsMember({"auto", "tensor", "experts", "layers"}))->capture_default_str();
   app.add_option("--exchange", run.exchange,
                  "how ranks sum activations: shm (MPI-3 shared-memory window; ranks on one "
                  "host), mpi (MPI_Allgather; any transport), auto (shm on one host)")
       ->check(CLI::IsMember({"auto", "shm", "mpi"}))->capture_default_str();
+  app.add_flag("--keep-page-cache", run.keep_page_cache,
+               "leave the model file in the page cache after the ranks have copied it (faster "
+               "reloads, e.g. for benchmarks, at the cost of a second copy in memory)");
   app.require_subcommand(0, 1);
 
   CLI::App* place = app.add_subcommand(

@@ -47,21 +47,6 @@ std::vector<LayerRange> split_layers(const ModelShape& s, int ranks) {
   return out;
 }
 
-double pipeline_imbalance(const ModelShape& s, int ranks) {
-  const bool reads = s.layer_read_bytes.size() == s.layer_bytes.size();
-  const std::vector<uint64_t>& cost = reads ? s.layer_read_bytes : s.layer_bytes;
-  std::vector<LayerRange> stages = split_layers(s, ranks);
-  double total = 0, slowest = 0;
-  for (int r = 0; r < ranks; ++r) {
-    double stage = r == 0 ? (reads ? s.input_read_bytes : s.input_bytes) : 0;
-    if (r == ranks - 1) stage += reads ? s.output_read_bytes : s.output_bytes;
-    for (int l = stages[r].begin; l < stages[r].end; ++l) stage += cost[l];
-    total += stage;
-    slowest = std::max(slowest, stage);
-  }
-  return total > 0 ? slowest / (total / ranks) : 1;
-}
-
 const char* split_mode_name(SplitMode mode) {
   switch (mode) {
     case SplitMode::layers: return "layers";

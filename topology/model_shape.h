@@ -41,11 +41,6 @@ struct LayerRange {
 };
 std::vector<LayerRange> split_layers(const ModelShape& shape, int ranks);
 
-// How evenly a pipeline of `ranks` stages shares a token's reads: the
-// slowest stage's bytes over the mean (1 = perfectly even). A pipeline runs
-// at the pace of its slowest stage.
-double pipeline_imbalance(const ModelShape& shape, int ranks);
-
 // The three ways to split gpt-oss across ranks (docs/ARCHITECTURE.md):
 //   layers  -- a contiguous range of layers each (pipeline);
 //   experts -- whole experts of every layer, attention by KV-head group, the
