@@ -177,8 +177,8 @@ int32_t Sampler::sample(const SplitLogits& s) {
     for (const Candidate& x : cand) total += prob.emplace_back(weight(x.logit));
     double acc = 0;
     keep = cand.size();
-    for (size_t i = 0; i < cand.size() && !cut(i, acc); ++i) {
-    }
+    for (size_t i = 0; i < cand.size(); ++i)
+      if (cut(i, acc)) break;
   } else {
     // top-p and min-p over the whole vocabulary: gather each rank's best m
     // until the cut falls where no unseen candidate can come before it.
