@@ -105,6 +105,13 @@ std::unique_ptr<WeightPool> make_pool(GgmlType type, int64_t rows, int64_t cols,
       default: throw Error(cat("bench_kernels: no generator for ", type_name(type)));
     }
   }
+  if (is_packed_type(type)) {  // as load_shard leaves them
+    std::vector<uint8_t> row(rb);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(row.data(), first + r * rb, rb);
+      pack_row(type, row.data(), first + r * rb, cols);
+    }
+  }
   for (int i = 1; i < pool->copies; ++i)
     std::memcpy(first + i * pool->matrix_bytes, first, pool->matrix_bytes);
   return pool;
@@ -144,9 +151,9 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> xf(static_cast<size_t>(shape.tokens) * shape.cols);
   for (float& v : xf) v = normal(rng);
-  std::vector<BlockQ8_0> xq(xf.size() / 32);
-  quantize_activations(xf.data(), shape.tokens, shape.cols, xq.data());
-  const Activations x{xf.data(), xq.data(), shape.cols, shape.tokens};
+  QuantizedActivations xq;
+  xq.quantize(xf.data(), shape.tokens, shape.cols);
+  const Activations x = xq.view(xf.data(), 0, shape.tokens);
   std::vector<float> y(static_cast<size_t>(shape.tokens) * shape.rows);
 
   int next = 0;

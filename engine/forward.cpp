@@ -47,21 +47,19 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   }
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d), router_.resize(B * c.n_expert), moe_.resize(B * d);
-  const int64_t widest = std::max({d, q, ff});
-  xq_.resize(B * kk * widest / 32 + B * widest / 32);
   topk_.resize(B * kk), topk_w_.resize(B * kk);
-  gate_up_.resize(2 * B * kk * ff), act_ff_.resize(B * kk * std::max(ff, d)),
-      act_q_.resize(B * kk * ff / 32);
+  gate_up_.resize(2 * B * kk * ff), act_ff_.resize(B * kk * std::max(ff, d));
   down_.resize(B * kk * d);
   scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(o.n_ctx) + 1));
 }
 
 void Session::prepare(const float* x, int n, int64_t cols, bool quantize) {
-  act_ = Activations{x, nullptr, cols, n};
-  if (quantize) {
-    quantize_activations(x, n, cols, xq_.data());
-    act_.q = xq_.data();
+  if (!quantize) {
+    act_ = Activations{.f = x, .cols = cols, .tokens = n};
+    return;
   }
+  xq_.quantize(x, n, cols);
+  act_ = xq_.view(x, 0, n);
 }
 
 void Session::parallel_rows(const Matrix& w, const float* bias, float* y, int n) {
@@ -240,7 +238,7 @@ void Session::moe(int layer, int n) {
   float* xg = act_ff_.data();
   for (int i = 0; i < entries; ++i) std::copy_n(xn_.data() + entry_token[i] * d, d, xg + i * d);
   const bool q8 = L.gate.wants_q8() || L.up.wants_q8();
-  if (q8) quantize_activations(xg, entries, d, xq_.data());
+  if (q8) xq_.quantize(xg, entries, d);
 
   // Gate and up of every active expert in one parallel pass over their rows.
   float* gate_out = gate_up_.data();
@@ -255,7 +253,8 @@ void Session::moe(int layer, int n) {
       const int64_t row0 = in_group % ff;
       const int64_t row1 = std::min<int64_t>(ff, row0 + (end - r));
       const Matrix& w = is_up ? L.up : L.gate;
-      Activations a{xg + g.first * d, q8 ? xq_.data() + g.first * (d / 32) : nullptr, d, g.count};
+      const Activations a = q8 ? xq_.view(xg, g.first, g.count)
+                               : Activations{.f = xg + g.first * d, .cols = d, .tokens = g.count};
       matmul_rows(dot_, w.slice(g.expert * ff, ff), row0, row1, a,
                   (is_up ? up_out : gate_out) + g.first * ff, ff);
       r += row1 - row0;
@@ -274,14 +273,14 @@ void Session::moe(int layer, int n) {
                                      c_.swiglu_alpha, c_.swiglu_limit);
   }
   const bool dq8 = L.down.wants_q8();
-  if (dq8) quantize_activations(act, entries, ff, act_q_.data());
+  if (dq8) act_q_.quantize(act, entries, ff);
   pool_.run([&](int th, int nt) {
     auto [begin, end] = ThreadPool::split(d * static_cast<int64_t>(groups.size()), th, nt);
     for (int64_t r = begin; r < end;) {
       const Group& g = groups[r / d];
       const int64_t row0 = r % d, row1 = std::min<int64_t>(d, row0 + (end - r));
-      Activations a{act + g.first * ff, dq8 ? act_q_.data() + g.first * (ff / 32) : nullptr, ff,
-                    g.count};
+      const Activations a = dq8 ? act_q_.view(act, g.first, g.count)
+                                : Activations{.f = act + g.first * ff, .cols = ff, .tokens = g.count};
       matmul_rows(dot_, L.down.slice(g.expert * d, d), row0, row1, a, down_.data() + g.first * d, d);
       r += row1 - row0;
     }

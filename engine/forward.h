@@ -89,14 +89,14 @@ class Session {
 
   // Activations, [max_batch][width] f32.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, router_;
-  std::vector<BlockQ8_0> xq_;  // quantized input of the current product
+  QuantizedActivations xq_;  // quantized input of the current product
   Activations act_;
   // MoE: per token its experts and weights; per active expert, its tokens.
   std::vector<int> topk_;        // [max_batch][k]
   std::vector<float> topk_w_;    // [max_batch][k]
   std::vector<float> gate_up_;   // [rows of all active experts][max_batch]
   std::vector<float> act_ff_;    // [active][max_batch][ff]
-  std::vector<BlockQ8_0> act_q_;
+  QuantizedActivations act_q_;  // the quantized SwiGLU outputs
   std::vector<float> down_;      // [active][max_batch][d]
   std::vector<float> moe_;       // [max_batch][d]: this rank's part of the MoE output
   std::vector<std::vector<float>> scores_;  // per thread: attention scores [n_ctx + 1]

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/gguf_reader.h"
+#include "engine/kernels/packed_rows.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -17,10 +18,26 @@ Shard plan_shard(const ModelShape& shape, SplitMode mode, int rank, int ranks) {
 namespace {
 
 // `count` pieces of `bytes`, `stride` apart in the file from file offset
-// src, packed one after another in the buffer from offset dst.
+// src, one after another in the buffer from offset dst. Each piece is whole
+// rows of `cols` values of `type`; Q8_0 and MXFP4 rows are repacked for the
+// kernels (kernels/packed_rows.h) on the way, others copied.
 struct Run {
   uint64_t src, dst, bytes, count, stride;
+  GgmlType type;
+  int64_t cols;
   uint64_t total() const { return bytes * count; }
+  void copy(const uint8_t* file, uint8_t* buffer) const {
+    const uint64_t row = row_bytes(type, cols);
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint8_t* from = file + src + k * stride;
+      uint8_t* to = buffer + dst + k * bytes;
+      if (!is_packed_type(type)) {
+        std::memcpy(to, from, bytes);
+        continue;
+      }
+      for (uint64_t off = 0; off < bytes; off += row) pack_row(type, from + off, to + off, cols);
+    }
+  }
 };
 
 // Where each local tensor goes in the rank's buffer and which bytes of the
@@ -31,18 +48,24 @@ class Layout {
   uint64_t size() const { return size_; }
   const std::vector<Run>& runs() const { return runs_; }
 
-  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride) {
+  // Pieces of whole rows of `cols` values of `type`.
+  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride,
+                       GgmlType type, int64_t cols) {
     size_ = (size_ + 63) & ~uint64_t{63};
     const uint8_t* at = base_ ? base_ + size_ : nullptr;
-    // Pieces of at most ~1 MB, so that threads share the copy evenly.
+    // Runs of at most ~1 MB (or one row), so that threads share the copy
+    // evenly.
     constexpr uint64_t kPiece = 1 << 20;
+    const uint64_t row = row_bytes(type, cols);
     if (count == 1 && bytes > kPiece) {
-      for (uint64_t off = 0; off < bytes; off += kPiece)
-        runs_.push_back({src + off, size_ + off, std::min(kPiece, bytes - off), 1, 0});
+      const uint64_t step = std::max<uint64_t>(1, kPiece / row) * row;
+      for (uint64_t off = 0; off < bytes; off += step)
+        runs_.push_back({src + off, size_ + off, std::min(step, bytes - off), 1, 0, type, cols});
     } else if (bytes > 0 && count > 0) {
       const uint64_t per = std::max<uint64_t>(1, kPiece / bytes);
       for (uint64_t i = 0; i < count; i += per)
-        runs_.push_back({src + i * stride, size_ + i * bytes, bytes, std::min(per, count - i), stride});
+        runs_.push_back({src + i * stride, size_ + i * bytes, bytes, std::min(per, count - i), stride,
+                         type, cols});
     }
     size_ += bytes * count;
     return at;
@@ -69,8 +92,8 @@ Matrix slice(Layout& L, const TensorView& t, int64_t per, Range groups, Range ro
   for (int64_t g = groups.begin; g < groups.end; ++g) {
     const uint64_t src = t.offset + (g * per + rows.begin) * t.row_bytes + first;
     const uint8_t* at = bytes == t.row_bytes
-                            ? L.place(src, rows.size() * bytes, 1, 0)  // whole rows: one piece
-                            : L.place(src, bytes, rows.size(), t.row_bytes);
+                            ? L.place(src, rows.size() * bytes, 1, 0, t.type, cols.size())  // one piece
+                            : L.place(src, bytes, rows.size(), t.row_bytes, t.type, cols.size());
     if (g == groups.begin) data = at;
   }
   return Matrix{t.type, groups.size() * rows.size(), cols.size(), data, bytes};
@@ -165,10 +188,7 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
       int64_t at = 0;  // bytes of the batch before run i
       for (size_t i = first; i < last; at += runs[i].total(), ++i) {
         if (at < begin || at >= end) continue;  // each run goes to one thread
-        const Run& r = runs[i];
-        for (uint64_t k = 0; k < r.count; ++k)
-          std::memcpy(out.memory.data() + r.dst + k * r.bytes, m.data() + r.src + k * r.stride,
-                      r.bytes);
+        runs[i].copy(m.data(), out.memory.data());
       }
     });
     for (size_t i = first; i < last; ++i)

@@ -22,6 +22,10 @@ namespace tps {
 
 class GgufFile;
 
+// A weight matrix: `rows` rows of `cols` values of `type`, row_bytes apart.
+// Loaded Q8_0 and MXFP4 matrices are in the kernels' packed row layout
+// (kernels/packed_rows.h); the token embeddings, read from the file
+// mapping, are in the file's.
 struct Matrix {
   GgmlType type = GgmlType::F32;
   int64_t rows = 0, cols = 0;
@@ -80,7 +84,9 @@ struct RankWeights {
 // Copies the shard's slices of every tensor out of the file into memory of
 // its own, on the pool's threads (so its pages are first touched by the
 // rank's pinned threads, on the rank's node), dropping the file pages from
-// this process as it goes. progress(done, total) reports bytes copied.
+// this process as it goes; Q8_0 and MXFP4 rows are repacked for the kernels
+// on the way (kernels/packed_rows.h). progress(done, total) reports bytes
+// copied.
 // Throws InputError when a tensor cannot be cut as the shard needs (columns
 // inside a quantization block).
 RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard,

@@ -1,8 +1,11 @@
-// Every dot-product kernel of every instruction set this CPU runs, against
-// the scalar reference, on random rows of several lengths, including rows
-// that end in a partial vector and blocks with tiny (denormal F16) scales.
+// The kernels: the packed layout and the activation quantizer against plain
+// dequantized arithmetic, and every kernel of every instruction set this CPU
+// runs against the scalar reference, on random rows of several lengths
+// (odd block counts, partial vectors), tiles of any rows x tokens, and
+// blocks with tiny (denormal F16) scales.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -13,156 +16,214 @@
 namespace tps {
 namespace {
 
-struct Rows {
-  std::vector<uint8_t> w;
-  std::vector<float> x;
-  std::vector<BlockQ8_0> xq;
-};
-
-// Random weights of a type and random activations, some blocks scaled down
-// to denormal F16 range.
-Rows random_rows(GgmlType type, int64_t n, uint32_t seed) {
+std::vector<float> random_floats(int64_t n, uint32_t seed, float tiny_every = 0) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Rows r;
-  std::vector<float> wf(n);
-  for (int64_t i = 0; i < n; ++i) wf[i] = normal(rng) * ((i / 32) % 5 == 3 ? 1e-6f : 1.0f);
-  r.x.resize(n);
-  for (int64_t i = 0; i < n; ++i) r.x[i] = normal(rng) * ((i / 32) % 7 == 2 ? 1e-7f : 1.0f);
-  r.w.resize(row_bytes(type, n));
-  switch (type) {
-    case GgmlType::Q8_0: quantize_row_q8_0(wf.data(), reinterpret_cast<BlockQ8_0*>(r.w.data()), n); break;
-    case GgmlType::MXFP4: quantize_row_mxfp4(wf.data(), reinterpret_cast<BlockMxfp4*>(r.w.data()), n); break;
-    case GgmlType::F32: std::memcpy(r.w.data(), wf.data(), 4 * n); break;
-    case GgmlType::F16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = fp32_to_fp16(wf[i]);
-        std::memcpy(r.w.data() + 2 * i, &h, 2);
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = normal(rng) * (tiny_every > 0 && (i / 32) % 5 == 3 ? tiny_every : 1.0f);
+  return v;
+}
+
+// `rows` random rows of a type in the file's layout, some blocks scaled down
+// to denormal F16 range.
+std::vector<uint8_t> file_rows(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const uint64_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> out(rows * rb);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> f = random_floats(cols, seed + static_cast<uint32_t>(r), 1e-6f);
+    uint8_t* dst = out.data() + r * rb;
+    switch (type) {
+      case GgmlType::Q8_0: quantize_row_q8_0(f.data(), reinterpret_cast<BlockQ8_0*>(dst), cols); break;
+      case GgmlType::MXFP4: quantize_row_mxfp4(f.data(), reinterpret_cast<BlockMxfp4*>(dst), cols); break;
+      case GgmlType::F32: std::memcpy(dst, f.data(), 4 * cols); break;
+      default:
+        for (int64_t i = 0; i < cols; ++i) {
+          const uint16_t h = type == GgmlType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> packed(GgmlType type, const std::vector<uint8_t>& file, int64_t cols) {
+  std::vector<uint8_t> out(file.size());
+  const uint64_t rb = row_bytes(type, cols);
+  for (uint64_t off = 0; off < file.size(); off += rb) pack_row(type, file.data() + off, out.data() + off, cols);
+  return out;
+}
+
+// Token t of quantized activations as floats (q x d), read back through the
+// documented layout.
+std::vector<float> dequantized(const Activations& x, int t) {
+  std::vector<float> out(x.cols);
+  for (int64_t i = 0; i < x.cols; ++i) {
+    const int64_t b = i / 32;
+    const int j = static_cast<int>(i % 32);
+    const int8_t q = x.q[t * x.q_stride() + pair_offset(b, j)];
+    EXPECT_EQ(x.aq[t * x.q_stride() + pair_offset(b, j)], std::abs(q));
+    out[i] = q * x.d[t * x.d_stride() + 8 * (b / 2) + 4 * (b % 2)];
+  }
+  return out;
+}
+
+TEST(Kernels, QuantizerKeepsEachValueWithinHalfAStepOfItsScale) {
+  for (int64_t cols : {32, 96, 1440}) {
+    const std::vector<float> x = random_floats(3 * cols, 11, 1e-7f);
+    QuantizedActivations qa;
+    qa.quantize(x.data(), 3, cols);
+    const Activations a = qa.view(x.data(), 0, 3);
+    for (int t = 0; t < 3; ++t) {
+      const std::vector<float> back = dequantized(a, t);
+      // Half a step of the exact scale max|x| / 127, plus what rounding the
+      // scale to F16 (11 bits) moves a value by; below F16's normal range
+      // the scale may round to 0 and the block with it.
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[t * cols + b * 32 + j]));
+        const float step = amax / 127;
+        const float bound = step >= 6.2e-5f ? step * (0.5f + 127.0f / 2048) * (1 + 1e-6f) : amax;
+        for (int j = 0; j < 32; ++j)
+          EXPECT_LE(std::fabs(back[b * 32 + j] - x[t * cols + b * 32 + j]), bound) << cols << " " << b;
       }
-      break;
-    case GgmlType::BF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = fp32_to_bf16(wf[i]);
-        std::memcpy(r.w.data() + 2 * i, &h, 2);
+      // An unpaired last block leaves its pair's B half empty.
+      if ((cols / 32) % 2) {
+        for (int i = 0; i < 4; ++i) EXPECT_EQ(a.d[t * a.d_stride() + a.d_stride() - 4 + i], 0.0f);
       }
-      break;
-    default: break;
-  }
-  if (n % 32 == 0) {
-    r.xq.resize(n / 32);
-    quantize_row_q8_0(r.x.data(), r.xq.data(), n);
-  }
-  return r;
-}
-
-float run(const DotKernels& k, GgmlType type, const Rows& r, int64_t n) {
-  switch (type) {
-    case GgmlType::Q8_0: return k.q8_0(r.w.data(), r.xq.data(), n);
-    case GgmlType::MXFP4: return k.mxfp4(r.w.data(), r.xq.data(), n);
-    case GgmlType::F32: return k.f32(r.w.data(), r.x.data(), n);
-    case GgmlType::F16: return k.f16(r.w.data(), r.x.data(), n);
-    default: return k.bf16(r.w.data(), r.x.data(), n);
+    }
   }
 }
 
-// The sum of |w_i x_i|: the scale against which rounding error is judged.
-double magnitude(GgmlType type, const Rows& r, int64_t n) {
-  std::vector<float> w(n), x(n);
-  dequantize_row(type, r.w.data(), w.data(), n);
-  if (r.xq.empty()) x = r.x;
-  else dequantize_row(GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(r.xq.data()), x.data(), n);
-  double m = 0;
-  for (int64_t i = 0; i < n; ++i) m += std::fabs(double(w[i]) * x[i]);
-  return m;
+constexpr GgmlType kQuantized[] = {GgmlType::Q8_0, GgmlType::MXFP4};
+constexpr int64_t kQuantizedCols[] = {32, 64, 96, 1440, 2880};
+
+// Packing plus the scalar kernel equal plain dequantized arithmetic (in
+// double) to float rounding: the layout and the kernel's indexing agree with
+// the file's format.
+TEST(Kernels, ScalarKernelOnPackedRowsMatchesDequantizedArithmetic) {
+  for (GgmlType type : kQuantized)
+    for (int64_t cols : kQuantizedCols) {
+      const int64_t rows = 3;
+      const int tokens = 2;
+      const std::vector<uint8_t> file = file_rows(type, rows, cols, static_cast<uint32_t>(cols));
+      const std::vector<uint8_t> w = packed(type, file, cols);
+      const std::vector<float> x = random_floats(tokens * cols, 5);
+      QuantizedActivations qa;
+      qa.quantize(x.data(), tokens, cols);
+      const Activations a = qa.view(x.data(), 0, tokens);
+      std::vector<float> y(tokens * rows);
+      (type == GgmlType::Q8_0 ? kDotScalar.q8_0 : kDotScalar.mxfp4)(w.data(), row_bytes(type, cols),
+                                                                   rows, a, y.data(), rows);
+      std::vector<float> wf(cols);
+      for (int t = 0; t < tokens; ++t) {
+        const std::vector<float> xf = dequantized(a, t);
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(type, file.data() + r * row_bytes(type, cols), wf.data(), cols);
+          double want = 0, magnitude = 0;
+          for (int64_t i = 0; i < cols; ++i) {
+            want += static_cast<double>(wf[i]) * xf[i];
+            magnitude += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+          }
+          EXPECT_NEAR(y[t * rows + r], want, 1e-5 * magnitude + 1e-30)
+              << type_name(type) << " cols=" << cols << " row " << r << " token " << t;
+        }
+      }
+    }
 }
 
+// Every ISA's integer kernels against the scalar ones, for tiles of any
+// shape; and a row's result is the same bits whether it is computed with
+// other rows and tokens or alone.
 TEST(Kernels, EveryIsaMatchesTheScalarReference) {
   const std::vector<Isa> isas = supported_isas();
   std::printf("instruction sets tested: ");
   for (Isa isa : isas) std::printf("%s ", isa_name(isa));
   std::printf("\n");
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-    const bool quantized = type == GgmlType::Q8_0 || type == GgmlType::MXFP4;
-    std::vector<int64_t> lengths = quantized ? std::vector<int64_t>{32, 64, 96, 2880, 4096}
-                                             : std::vector<int64_t>{1, 7, 8, 15, 16, 33, 2880, 4099};
-    for (int64_t n : lengths) {
-      for (uint32_t seed = 0; seed < 5; ++seed) {
-        Rows r = random_rows(type, n, seed * 131 + static_cast<uint32_t>(n));
-        const float want = run(kDotScalar, type, r, n);
-        const double scale = magnitude(type, r, n);
-        // Products are exact (integer sums) or the same floats; only the
-        // order of float additions differs: a few ulps of the magnitude.
-        const double tol = 1e-5 * scale + 1e-30;
+  for (GgmlType type : kQuantized)
+    for (int64_t cols : kQuantizedCols)
+      for (auto [rows, tokens] : {std::pair{1, 1}, {5, 1}, {9, 1}, {3, 2}, {2, 13}, {4, 8}}) {
+        const uint64_t rb = row_bytes(type, cols);
+        const std::vector<uint8_t> file = file_rows(type, rows, cols, 7 * rows + tokens);
+        const std::vector<uint8_t> w = packed(type, file, cols);
+        const std::vector<float> x = random_floats(tokens * cols, 3 + tokens, 1e-7f);
+        QuantizedActivations qa;
+        qa.quantize(x.data(), tokens, cols);
+        const Activations a = qa.view(x.data(), 0, tokens);
+        auto run = [&](const DotKernels& k, int64_t r0, int64_t nr, const Activations& in, float* y,
+                       int64_t stride) {
+          (type == GgmlType::Q8_0 ? k.q8_0 : k.mxfp4)(w.data() + r0 * rb, rb, nr, in, y, stride);
+        };
+        std::vector<float> want(tokens * rows), got(tokens * rows);
+        run(kDotScalar, 0, rows, a, want.data(), rows);
         for (Isa isa : isas) {
-          const float got = run(dot_kernels(isa), type, r, n);
-          EXPECT_NEAR(got, want, tol) << type_name(type) << " n=" << n << " seed=" << seed
-                                      << " isa=" << isa_name(isa);
+          const DotKernels& k = dot_kernels(isa);
+          run(k, 0, rows, a, got.data(), rows);
+          for (int t = 0; t < tokens; ++t)
+            for (int r = 0; r < rows; ++r) {
+              // Only the order of float additions differs: a few ulps of
+              // the sum of |w x|.
+              const std::vector<float> xf = dequantized(a, t);
+              std::vector<float> wf(cols);
+              dequantize_row(type, file.data() + r * rb, wf.data(), cols);
+              double magnitude = 0;
+              for (int64_t i = 0; i < cols; ++i) magnitude += std::fabs(double(wf[i]) * xf[i]);
+              const float g = got[t * rows + r];
+              EXPECT_NEAR(g, want[t * rows + r], 1e-5 * magnitude + 1e-30)
+                  << type_name(type) << " cols=" << cols << " " << rows << "x" << tokens << " row "
+                  << r << " token " << t << " isa=" << isa_name(isa);
+              float alone;
+              run(k, r, 1, qa.view(x.data(), t, 1), &alone, 1);
+              EXPECT_EQ(alone, g) << "row " << r << " token " << t << " alone, isa=" << isa_name(isa);
+            }
         }
       }
-    }
-  }
 }
 
-TEST(Kernels, FourRowKernelsMatchTheReference) {
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4}) {
-    for (int64_t n : {32, 96, 2880}) {
-      std::vector<uint8_t> w;
-      for (int r = 0; r < 4; ++r) {
-        Rows one = random_rows(type, n, 300 + r + static_cast<uint32_t>(n));
-        w.insert(w.end(), one.w.begin(), one.w.end());
-      }
-      Rows x = random_rows(type, n, 7);
-      const uint64_t rb = row_bytes(type, n);
-      float want[4], got[4];
-      auto four = [&](const DotKernels& k, float* out) {
-        (type == GgmlType::Q8_0 ? k.q8_0_x4 : k.mxfp4_x4)(w.data(), rb, x.xq.data(), n, out);
+TEST(Kernels, FloatKernelsOfEveryIsaMatchTheScalarReference) {
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+    for (int64_t n : {1, 7, 8, 15, 16, 33, 2880, 4099}) {
+      const std::vector<uint8_t> w = file_rows(type, 1, n, static_cast<uint32_t>(n));
+      const std::vector<float> x = random_floats(n, 9);
+      auto run = [&](const DotKernels& k) {
+        return (type == GgmlType::F32 ? k.f32 : type == GgmlType::F16 ? k.f16 : k.bf16)(w.data(), x.data(), n);
       };
-      four(kDotScalar, want);
-      for (int r = 0; r < 4; ++r) {
-        const uint8_t* row = w.data() + r * rb;
-        EXPECT_EQ(want[r], (type == GgmlType::Q8_0 ? kDotScalar.q8_0 : kDotScalar.mxfp4)(
-                               row, x.xq.data(), n));
-      }
-      for (Isa isa : supported_isas()) {
-        four(dot_kernels(isa), got);
-        for (int r = 0; r < 4; ++r) {
-          // Bit-identical to the same ISA's single-row kernel.
-          const auto& k = dot_kernels(isa);
-          EXPECT_EQ(got[r], (type == GgmlType::Q8_0 ? k.q8_0 : k.mxfp4)(w.data() + r * rb,
-                                                                       x.xq.data(), n));
-          Rows single;
-          single.w.assign(w.begin() + r * rb, w.begin() + (r + 1) * rb);
-          single.xq = x.xq;
-          EXPECT_NEAR(got[r], want[r], 1e-5 * magnitude(type, single, n) + 1e-30)
-              << type_name(type) << " n=" << n << " row " << r << " " << isa_name(isa);
-        }
-      }
+      std::vector<float> wf(n);
+      dequantize_row(type, w.data(), wf.data(), n);
+      double magnitude = 0;
+      for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(wf[i]) * x[i]);
+      const float want = run(kDotScalar);
+      for (Isa isa : supported_isas())
+        EXPECT_NEAR(run(dot_kernels(isa)), want, 1e-5 * magnitude + 1e-30)
+            << type_name(type) << " n=" << n << " isa=" << isa_name(isa);
     }
-  }
 }
 
-TEST(Kernels, MatmulRowsMatchesDotPerToken) {
+TEST(Kernels, MatmulRowsFillsOnlyItsRowsAtTheStride) {
   const int64_t rows = 5, cols = 64;
-  std::vector<uint8_t> w;
-  std::vector<float> x;
-  for (int r = 0; r < rows; ++r) {
-    Rows one = random_rows(GgmlType::Q8_0, cols, 100 + r);
-    w.insert(w.end(), one.w.begin(), one.w.end());
+  const int tokens = 3;
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::F32}) {
+    const std::vector<uint8_t> file = file_rows(type, rows, cols, 100);
+    const std::vector<uint8_t> w = type == GgmlType::F32 ? file : packed(type, file, cols);
+    const std::vector<float> x = random_floats(tokens * cols, 200);
+    QuantizedActivations qa;
+    qa.quantize(x.data(), tokens, cols);
+    const Matrix m{type, rows, cols, w.data(), row_bytes(type, cols)};
+    std::vector<float> y(tokens * rows, -1);
+    matmul_rows(kDotScalar, m, 1, 4, qa.view(x.data(), 0, tokens), y.data(), rows);
+    for (int t = 0; t < tokens; ++t)
+      for (int r = 0; r < rows; ++r) {
+        float want = -1;
+        if (r >= 1 && r < 4) {
+          if (type == GgmlType::F32) {
+            want = kDotScalar.f32(m.row(r), x.data() + t * cols, cols);
+          } else {
+            kDotScalar.q8_0(m.row(r), m.row_bytes, 1, qa.view(x.data(), t, 1), &want, 1);
+          }
+        }
+        EXPECT_EQ(y[t * rows + r], want) << type_name(type) << " " << t << "," << r;
+      }
   }
-  for (int t = 0; t < 3; ++t) {
-    Rows one = random_rows(GgmlType::F32, cols, 200 + t);
-    x.insert(x.end(), one.x.begin(), one.x.end());
-  }
-  std::vector<BlockQ8_0> xq(3 * cols / 32);
-  quantize_activations(x.data(), 3, cols, xq.data());
-  Matrix m{GgmlType::Q8_0, rows, cols, w.data(), row_bytes(GgmlType::Q8_0, cols)};
-  std::vector<float> y(3 * rows, -1);
-  matmul_rows(kDotScalar, m, 1, 4, Activations{x.data(), xq.data(), cols, 3}, y.data(), rows);
-  for (int t = 0; t < 3; ++t)
-    for (int r = 0; r < rows; ++r) {
-      float want = r >= 1 && r < 4 ? kDotScalar.q8_0(m.row(r), xq.data() + t * 2, cols) : -1;
-      EXPECT_EQ(y[t * rows + r], want) << t << "," << r;
-    }
 }
 
 }  // namespace

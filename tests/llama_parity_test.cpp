@@ -5,12 +5,18 @@
 // with flash attention off and an F32 KV cache, which computes what tps
 // computes (both round matmul inputs to Q8_0).
 //
-// Measured: median |d logprob| 9e-7 nats, one position at 0.021 (a Q8_0
-// rounding that lands the other way), top-1 at every position. With
-// llama.cpp's defaults (flash attention, F16 KV cache) the two differ by a
-// median 0.036, as much as llama.cpp differs from itself between those
-// settings. Tolerances: median <= 1e-4, largest <= 0.1, top-1 at all but one
-// position.
+// Measured (2026-11-23): median |d logprob| 0.013 nats, p90 0.029, largest
+// 0.045; top-1 differs at 2 of 63 positions, both near-ties (the two tokens
+// within 0.003 nats in tps). Until tps's kernels paired blocks
+// (kernels/packed_rows.h) they summed in ggml's float order and agreed to a
+// median 9e-7; now a last-bit difference in a product sometimes rounds a
+// Q8_0 activation the other way (first at position 22 here), and that
+// difference stays in the KV cache. llama.cpp differs from itself by a
+// median 0.036 between its own settings (flash attention, F16 KV cache).
+// tps against the plain reference, which follows tps's own rounding, is
+// held to far less (forward_test). Tolerances: median <= 0.03, largest
+// <= 0.1, and where top-1 differs, llama.cpp's choice is within 0.02 nats of
+// tps's in tps's own distribution.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,14 +62,19 @@ TEST(LlamaParity, SmallModelNextTokenDistributions) {
       worst = std::max(worst, it == ours.end() ? INFINITY : std::fabs(it->second - t[1].get<double>()));
     }
     diffs.push_back(worst);
-    top1 += a[i]["top"][0][0] == b[i]["top"][0][0];
+    if (a[i]["top"][0][0] == b[i]["top"][0][0]) {
+      ++top1;
+    } else {
+      auto theirs = ours.find(b[i]["top"][0][0].get<int>());
+      const double gap = theirs == ours.end() ? INFINITY : a[i]["top"][0][1].get<double>() - theirs->second;
+      EXPECT_LE(gap, 0.02) << "position " << i << ": top-1 differs by more than a near-tie";
+    }
   }
   std::sort(diffs.begin(), diffs.end());
   const double median = diffs[diffs.size() / 2], p90 = diffs[diffs.size() * 9 / 10];
   std::printf("tps vs llama.cpp over %zu positions: top-1 agrees at %d, |d logprob| median %.2g, "
               "p90 %.2g, max %.2g\n", diffs.size(), top1, median, p90, diffs.back());
-  EXPECT_GE(top1, static_cast<int>(diffs.size()) - 1);
-  EXPECT_LE(median, 1e-4);
+  EXPECT_LE(median, 0.03);
   EXPECT_LE(diffs.back(), 0.1);
 }
 

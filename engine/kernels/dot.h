@@ -1,9 +1,9 @@
-// Row dot products: the kernels every matrix product in tps is made of.
-// One set per instruction set; each set has one function per weight format:
-//   quantized weights (Q8_0, MXFP4) x activations quantized to Q8_0 blocks
-//     (the int8 products run on integer units -- VNNI where the CPU has it),
-//   float weights (F32, F16, BF16) x float activations.
-// n is the row length in elements (a multiple of 32 for quantized formats).
+// The kernels every matrix product in tps is made of. One set per
+// instruction set; each set has one function per weight format:
+//   quantized weights (Q8_0, MXFP4, packed as kernels/packed_rows.h says) x
+//     activations quantized to int8: a tile of rows x tokens at once, the
+//     int8 products on integer units (VNNI where the CPU has it);
+//   float weights (F32, F16, BF16) x float activations, a row at a time.
 // The scalar set is the reference every other set is tested against.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kernels/packed_rows.h"
 #include "engine/quant_blocks.h"
 
 namespace tps {
@@ -18,15 +19,37 @@ namespace tps {
 enum class Isa { scalar, avx2, avx512 };
 const char* isa_name(Isa isa);
 
+// T tokens' activations as the kernels take them: floats f [T][cols] and,
+// for quantized weights, the same quantized to int8 by blocks of 32 (scale
+// max|x| / 127), in the pair order of kernels/packed_rows.h, per token:
+//   q  [pairs][64]  the int8 values,
+//   aq [pairs][64]  their absolute values (|q| <= 127),
+//   d  [pairs][8]   the scales, [dA x4 | dB x4] (0 for a missing B),
+//   offset [pairs][8]  12 x d x the sum of the block's q, in the first of
+//                  its four lanes (0 in the others): what the MXFP4
+//                  kernels' unsigned weights (value + 12) add, taken off.
+struct Activations {
+  const float* f = nullptr;
+  const int8_t* q = nullptr;
+  const int8_t* aq = nullptr;
+  const float* d = nullptr;
+  const float* offset = nullptr;
+  int64_t cols = 0;
+  int tokens = 0;
+  int64_t q_stride() const { return 64 * block_pairs(cols); }  // bytes per token in q, aq
+  int64_t d_stride() const { return 8 * block_pairs(cols); }   // floats per token in d
+};
+
 struct DotKernels {
   Isa isa;
-  float (*q8_0)(const uint8_t* w, const BlockQ8_0* x, int64_t n);
-  float (*mxfp4)(const uint8_t* w, const BlockQ8_0* x, int64_t n);
-  // Four consecutive rows (row_bytes apart) against one activation row: the
-  // activation block is loaded and prepared once for the four, and the four
-  // accumulators run independently. out[r] = row r . x.
-  void (*q8_0_x4)(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out);
-  void (*mxfp4_x4)(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out);
+  // y[t * y_stride + r] = row r . token t for rows [0, rows) of packed
+  // weights starting at w (row_bytes apart) and every token of x. A row's
+  // result does not depend on how many rows or tokens a call has, so that
+  // results do not depend on how rows are split between threads.
+  using QuantizedMatmul = void (*)(const uint8_t* w, uint64_t row_bytes, int64_t rows,
+                                   const Activations& x, float* y, int64_t y_stride);
+  QuantizedMatmul q8_0, mxfp4;
+  // One float row of n values . x.
   float (*f32)(const uint8_t* w, const float* x, int64_t n);
   float (*f16)(const uint8_t* w, const float* x, int64_t n);
   float (*bf16)(const uint8_t* w, const float* x, int64_t n);

@@ -1,6 +1,7 @@
-// AVX2 + FMA + F16C dot products (compiled with those flags only).
+// AVX2 + FMA + F16C kernels (compiled with those flags only).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/kernels/dot.h"
@@ -10,7 +11,6 @@ namespace avx2 {
 #include "engine/kernels/dot_simd.inl"
 }  // namespace avx2
 
-const DotKernels kDotAvx2{Isa::avx2, avx2::q8_0, avx2::mxfp4, avx2::q8_0_x4,
-                            avx2::mxfp4_x4, avx2::f32, avx2::f16, avx2::bf16};
+const DotKernels kDotAvx2{Isa::avx2, avx2::q8_0, avx2::mxfp4, avx2::f32, avx2::f16, avx2::bf16};
 
 }  // namespace tps

@@ -1,6 +1,7 @@
-// AVX-512 (VNNI, VL, BW) dot products (compiled with those flags only).
+// AVX-512 (VNNI, VL, BW) kernels (compiled with those flags only).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/kernels/dot.h"
@@ -10,8 +11,6 @@ namespace avx512 {
 #include "engine/kernels/dot_simd.inl"
 }  // namespace avx512
 
-const DotKernels kDotAvx512{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::q8_0_x4,
-                            avx512::mxfp4_x4, avx512::f32, avx512::f16,
-                            avx512::bf16};
+const DotKernels kDotAvx512{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::f32, avx512::f16, avx512::bf16};
 
 }  // namespace tps

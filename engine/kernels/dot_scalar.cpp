@@ -1,5 +1,5 @@
-// The reference dot products: plain loops, integer sums per block exactly as
-// the vector versions form them, one float multiply-add per block.
+// The reference kernels: plain loops over the packed layout, an integer sum
+// per block, one float multiply-add per block.
 #include <cstring>
 
 #include "engine/kernels/dot.h"
@@ -7,37 +7,52 @@
 namespace tps {
 namespace {
 
-float q8_0(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
-  float sum = 0;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    BlockQ8_0 wb;
-    std::memcpy(&wb, w + b * sizeof wb, sizeof wb);
-    int32_t s = 0;
-    for (int j = 0; j < 32; ++j) s += wb.qs[j] * x[b].qs[j];
-    sum += fp16_to_fp32(wb.d) * fp16_to_fp32(x[b].d) * static_cast<float>(s);
+// Value j of block b of a packed row of `blocks` blocks, and the block's
+// scale, as the formats of kernels/packed_rows.h store them.
+struct Q8_0Row {
+  static constexpr float kFinalScale = 1.0f;
+  static int value(const uint8_t* row, int64_t blocks, int64_t b, int j) {
+    const bool paired = b / 2 < blocks / 2;
+    return static_cast<int8_t>(row[paired ? pair_offset(b, j) : 32 * b + j]);
   }
-  return sum;
-}
+  static float scale(const uint8_t* row, int64_t blocks, int64_t b) {
+    uint16_t h;
+    std::memcpy(&h, row + 32 * blocks + 2 * b, 2);
+    return fp16_to_fp32(h);
+  }
+};
 
-float mxfp4(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
-  float sum = 0;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* wb = w + b * sizeof(BlockMxfp4);
-    int32_t s = 0;
-    for (int j = 0; j < 16; ++j) {
-      s += kMxfp4DoubledValues[wb[1 + j] & 0x0F] * x[b].qs[j];
-      s += kMxfp4DoubledValues[wb[1 + j] >> 4] * x[b].qs[j + 16];
+struct Mxfp4Row {
+  static constexpr float kFinalScale = 0.5f;  // the value table is doubled
+  static int value(const uint8_t* row, int64_t, int64_t b, int j) {
+    const uint8_t byte = row[16 * b + j % 16];
+    return kMxfp4DoubledValues[j < 16 ? byte & 0x0F : byte >> 4];
+  }
+  static float scale(const uint8_t* row, int64_t blocks, int64_t b) {
+    return e8m0_bits_to_fp32(row[16 * blocks + b]);
+  }
+};
+
+// Per block an exact integer sum, then one float multiply-add; the sum of
+// blocks in order, times the format's final scale.
+template <typename Row>
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x,
+                      float* y, int64_t y_stride) {
+  const int64_t blocks = x.cols / 32;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + r * row_bytes;
+    for (int t = 0; t < x.tokens; ++t) {
+      const int8_t* q = x.q + t * x.q_stride();
+      const float* d = x.d + t * x.d_stride();
+      float sum = 0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        int32_t s = 0;
+        for (int j = 0; j < 32; ++j) s += Row::value(row, blocks, b, j) * q[pair_offset(b, j)];
+        sum += static_cast<float>(s) * d[8 * (b / 2) + 4 * (b % 2)] * Row::scale(row, blocks, b);
+      }
+      y[t * y_stride + r] = sum * Row::kFinalScale;
     }
-    // The table is doubled: scale by 2^(e - 128).
-    sum += kE8m0Half[wb[0]] * fp16_to_fp32(x[b].d) * static_cast<float>(s);
   }
-  return sum;
-}
-
-// The reference for four rows is four single rows.
-template <float (*Dot)(const uint8_t*, const BlockQ8_0*, int64_t)>
-void four_rows(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out) {
-  for (int r = 0; r < 4; ++r) out[r] = Dot(w + r * row_bytes, x, n);
 }
 
 template <typename Load>
@@ -71,7 +86,7 @@ float bf16(const uint8_t* w, const float* x, int64_t n) {
 
 }  // namespace
 
-const DotKernels kDotScalar{Isa::scalar, q8_0, mxfp4, four_rows<q8_0>, four_rows<mxfp4>,
+const DotKernels kDotScalar{Isa::scalar, quantized_matmul<Q8_0Row>, quantized_matmul<Mxfp4Row>,
                             f32, f16, bf16};
 
 }  // namespace tps

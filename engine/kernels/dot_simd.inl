@@ -1,4 +1,4 @@
-// The vector dot products, written once and compiled twice: by dot_avx2.cpp
+// The vector kernels, written once and compiled twice: by dot_avx2.cpp
 // (AVX2 + FMA + F16C) and by dot_avx512.cpp (adds AVX-512 VNNI, which turns
 // the int8 multiply-add into one instruction). 256-bit vectors in both:
 // decode is bound by memory bandwidth, not vector width.
@@ -7,19 +7,6 @@
 // <immintrin.h> and <cstring>.
 
 namespace {
-
-// 8 int32 lanes += sums of 4 products of signed int8 w and x.
-inline __m256i dot_i8(__m256i acc, __m256i w, __m256i x) {
-  const __m256i ax = _mm256_sign_epi8(x, x);  // |x|, as unsigned
-  const __m256i sw = _mm256_sign_epi8(w, x);  // w with x's sign
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(acc, ax, sw);
-#else
-  // |x| <= 128 and |w| <= 127: pair sums fit int16 (<= 32512).
-  const __m256i pairs = _mm256_maddubs_epi16(ax, sw);
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-#endif
-}
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -30,94 +17,181 @@ inline float hsum(__m256 v) {
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
-// Two blocks per step into two accumulators: one FMA chain per block would
-// make the loop wait on FMA latency rather than on memory.
-template <typename Block>
-float quantized_dot(const uint8_t* w, const BlockQ8_0* x, int64_t n, Block block) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const int64_t blocks = n / 32;
-  int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    acc0 = block(w, x, b, acc0);
-    acc1 = block(w, x, b + 1, acc1);
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i load128_low(const void* p) {  // upper half zero
+  return _mm256_zextsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+// One pair of blocks of a weight row (kernels/packed_rows.h) as a format
+// decodes it: bytes lo = [A0..15 B0..15], hi = [A16..31 B16..31] and the
+// blocks' scales [sA x4 | sB x4]. The last pair (Tail) of a row with an odd
+// number of blocks has no B: its bytes and scale there are zero.
+struct Pair {
+  __m256i lo, hi;
+  __m256 scale;
+};
+
+inline __m256i x_values(const Activations& x, int t, int64_t p, int half) {
+  return load256(x.q + t * x.q_stride() + 64 * p + 32 * half);
+}
+inline __m256 x_scales(const Activations& x, int t, int64_t p) {
+  return _mm256_loadu_ps(x.d + t * x.d_stride() + 8 * p);
+}
+
+// 8 int32 lanes += the products of unsigned bytes u and signed bytes s, by
+// groups of 4 (VNNI), or by pairs into int16 and then into int32 (AVX2:
+// pairs must not exceed int16, which the formats below ensure).
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+#endif
+
+struct Q8_0Format {
+  static constexpr int kPairBytes = 64;
+  static constexpr float kFinalScale = 1.0f;
+  // F16 scales hA hB -> hA x4 hB x4 for the conversion to 8 floats.
+  const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+
+  template <bool Tail>
+  Pair pair(const uint8_t* row, int64_t blocks, int64_t p) const {
+    const uint8_t* values = row + 64 * p;
+    uint32_t h = 0;
+    std::memcpy(&h, row + 32 * blocks + 4 * p, Tail ? 2 : 4);
+    const __m256 scale = _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(h)), spread));
+    if (Tail) return {load128_low(values), load128_low(values + 16), scale};
+    return {load256(values), load256(values + 32), scale};
   }
-  if (b < blocks) acc0 = block(w, x, b, acc0);
-  return hsum(_mm256_add_ps(acc0, acc1));
-}
 
-float q8_0(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
-  return quantized_dot(w, x, n, [](const uint8_t* w, const BlockQ8_0* x, int64_t b, __m256 acc) {
-    const uint8_t* wb = w + b * sizeof(BlockQ8_0);
-    uint16_t dw;
-    std::memcpy(&dw, wb, 2);
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const __m256i s = dot_i8(_mm256_setzero_si256(), wq, xq);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(half(dw) * half(x[b].d)), acc);
-  });
-}
-
-float mxfp4(const uint8_t* w, const BlockQ8_0* x, int64_t n) {
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4DoubledValues));
-  const __m128i nibble = _mm_set1_epi8(0x0F);
-  return quantized_dot(w, x, n, [&](const uint8_t* w, const BlockQ8_0* x, int64_t b, __m256 acc) {
-    const uint8_t* wb = w + b * sizeof(BlockMxfp4);
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 1));
-    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, nibble));  // elements 0..15
-    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), nibble));
-    const __m256i wq = _mm256_set_m128i(hi, lo);
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const __m256i s = dot_i8(_mm256_setzero_si256(), wq, xq);
-    // The table is doubled: scale 2^(e - 128).
-    const float d = kE8m0Half[wb[0]] * half(x[b].d);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc);
-  });
-}
-
-// Four rows at once: per block the activation is loaded, its |x| formed and
-// its scale converted once. Each row keeps two accumulators, even and odd
-// blocks, exactly as quantized_dot does, so a row gives bit-identical sums
-// whether it is computed alone or in a group of four (results must not
-// depend on how rows are split between threads).
-template <typename Weights>
-void quantized_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out,
-                  size_t block_bytes, Weights weights) {
-  __m256 acc[4][2];
-  for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const float dx = half(x[b].d);
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* wb = w + r * row_bytes + b * block_bytes;
-      float scale;
-      const __m256i wq = weights(wb, scale);
-      const __m256i s = dot_i8(_mm256_setzero_si256(), wq, xq);
-      __m256& a = acc[r][b & 1];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale * dx), a);
-    }
+  // The pair's w . x of token t, per lane, times the activation scales. Both
+  // sides are signed: |x| times w with x's sign makes them unsigned x signed.
+  static __m256 products(const Pair& w, const Activations& x, int t, int64_t p) {
+    const int8_t* aq = x.aq + t * x.q_stride() + 64 * p;
+    const __m256i lo = _mm256_sign_epi8(w.lo, x_values(x, t, p, 0));
+    const __m256i hi = _mm256_sign_epi8(w.hi, x_values(x, t, p, 1));
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    const __m256i sum = dot_u8s8(dot_u8s8(_mm256_setzero_si256(), load256(aq), lo), load256(aq + 32), hi);
+#else
+    // A pair of products is at most 2 x 127 x 127: one fits int16, two not.
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(load256(aq), lo), ones),
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(load256(aq + 32), hi), ones));
+#endif
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), x_scales(x, t, p));
   }
-  for (int r = 0; r < 4; ++r) out[r] = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+};
+
+// MXFP4 values are decoded, by table, to their doubled value plus 12: 0..24,
+// unsigned, so they multiply the signed activations directly; the 12 x sum
+// of each activation block that this adds is taken off again with the
+// activations' offset plane.
+struct Mxfp4Format {
+  static constexpr int kPairBytes = 32;
+  static constexpr float kFinalScale = 0.5f;  // undoes the doubling
+  const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  // E8M0 scales eA eB (in every 16-bit lane) -> int32 lanes eA x4 | eB x4.
+  const __m256i spread = _mm256_setr_epi8(0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1,
+                                          1, -1, -1, -1, 1, -1, -1, -1, 1, -1, -1, -1, 1, -1, -1, -1);
+
+  template <bool Tail>
+  Pair pair(const uint8_t* row, int64_t blocks, int64_t p) const {
+    const __m256i q = Tail ? load128_low(row + 32 * p) : load256(row + 32 * p);
+    uint16_t e = 0;
+    std::memcpy(&e, row + 16 * blocks + 2 * p, Tail ? 1 : 2);
+    // 2^(e - 127) from the exponent bits (e8m0_bits_to_fp32).
+    const __m256i bits = _mm256_slli_epi32(_mm256_shuffle_epi8(_mm256_set1_epi16(static_cast<short>(e)), spread), 23);
+    return {_mm256_shuffle_epi8(table, _mm256_and_si256(q, nibble)),
+            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble)),
+            _mm256_castsi256_ps(bits)};
+  }
+
+  static __m256 products(const Pair& w, const Activations& x, int t, int64_t p) {
+    const __m256i xlo = x_values(x, t, p, 0), xhi = x_values(x, t, p, 1);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    const __m256i sum = dot_u8s8(dot_u8s8(_mm256_setzero_si256(), w.lo, xlo), w.hi, xhi);
+#else
+    // A pair of products is at most 2 x 24 x 127: lo and hi add in int16.
+    const __m256i sum = _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, xlo), _mm256_maddubs_epi16(w.hi, xhi)),
+        _mm256_set1_epi16(1));
+#endif
+    return _mm256_fmsub_ps(_mm256_cvtepi32_ps(sum), x_scales(x, t, p),
+                           _mm256_loadu_ps(x.offset + t * x.d_stride() + 8 * p));
+  }
+};
+
+// R rows x N tokens: each pair of weight blocks is decoded once for the N
+// tokens. Every (row, token) result goes through the same operations in the
+// same order whatever R and N are.
+template <int R, int N, bool Tail, typename Format>
+inline void tile_step(const Format& f, const uint8_t* w, uint64_t row_bytes, int64_t blocks,
+                      const Activations& x, int t0, int64_t p, __m256 (&acc)[R][N]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    // Decode streams the weights once: fetch the same place four tiles
+    // ahead, or loads wait on memory with the integer units idle (the
+    // hardware prefetcher alone gave ~60% of the bandwidth; measured).
+    if constexpr (N == 1)
+      _mm_prefetch(reinterpret_cast<const char*>(w + (r + 4 * R) * row_bytes + Format::kPairBytes * p),
+                   _MM_HINT_T0);
+    const Pair pw = f.template pair<Tail>(w + r * row_bytes, blocks, p);
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t)
+      acc[r][t] = _mm256_fmadd_ps(Format::products(pw, x, t0 + t, p), pw.scale, acc[r][t]);
+  }
 }
 
-void q8_0_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out) {
-  quantized_x4(w, row_bytes, x, n, out, sizeof(BlockQ8_0), [](const uint8_t* wb, float& scale) {
-    uint16_t dw;
-    std::memcpy(&dw, wb, 2);
-    scale = half(dw);
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2));
-  });
+template <int R, int N, typename Format>
+void tile(const Format& f, const uint8_t* w, uint64_t row_bytes, const Activations& x, int t0,
+          float* y, int64_t y_stride) {
+  const int64_t blocks = x.cols / 32, full = blocks / 2;
+  __m256 acc[R][N];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm256_setzero_ps();
+  for (int64_t p = 0; p < full; ++p) tile_step<R, N, false>(f, w, row_bytes, blocks, x, t0, p, acc);
+  if (blocks % 2) tile_step<R, N, true>(f, w, row_bytes, blocks, x, t0, full, acc);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < N; ++t) y[(t0 + t) * y_stride + r] = hsum(acc[r][t]) * Format::kFinalScale;
 }
 
-void mxfp4_x4(const uint8_t* w, uint64_t row_bytes, const BlockQ8_0* x, int64_t n, float* out) {
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4DoubledValues));
-  const __m128i nibble = _mm_set1_epi8(0x0F);
-  quantized_x4(w, row_bytes, x, n, out, sizeof(BlockMxfp4), [&](const uint8_t* wb, float& scale) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 1));
-    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, nibble));
-    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), nibble));
-    scale = kE8m0Half[wb[0]];
-    return _mm256_set_m128i(hi, lo);
-  });
+// Tiles over all rows and tokens. Decode (one token) goes four rows at a
+// time. A batch goes by panels of 16 rows: for each tile of four tokens
+// (then 2, 1), each row of the panel in turn, so that the panel's weights
+// and the tile's activations both stay in L2 while they meet (a row against
+// every token would stream the whole batch's activations from L3 for every
+// row). The shapes were chosen by measurement (docs/PERFORMANCE.md).
+template <typename Format>
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x,
+                      float* y, int64_t y_stride) {
+  constexpr int64_t kDecodeRows = 4, kPanel = 16;
+  const Format f;
+  if (x.tokens == 1) {
+    int64_t r = 0;
+    for (; r + kDecodeRows <= rows; r += kDecodeRows)
+      tile<kDecodeRows, 1>(f, w + r * row_bytes, row_bytes, x, 0, y + r, y_stride);
+    for (; r < rows; ++r) tile<1, 1>(f, w + r * row_bytes, row_bytes, x, 0, y + r, y_stride);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanel) {
+    const int64_t r1 = std::min(rows, r0 + kPanel);
+    auto panel = [&]<int N>(int t) {
+      for (int64_t r = r0; r < r1; ++r) tile<1, N>(f, w + r * row_bytes, row_bytes, x, t, y + r, y_stride);
+    };
+    int t = 0;
+    for (; t + 4 <= x.tokens; t += 4) panel.template operator()<4>(t);
+    if (t + 2 <= x.tokens) panel.template operator()<2>(t), t += 2;
+    if (t < x.tokens) panel.template operator()<1>(t);
+  }
+}
+
+void q8_0(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x, float* y,
+          int64_t y_stride) {
+  quantized_matmul<Q8_0Format>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void mxfp4(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x, float* y,
+           int64_t y_stride) {
+  quantized_matmul<Mxfp4Format>(w, row_bytes, rows, x, y, y_stride);
 }
 
 // Float weights: Load turns 8 weights at p into 8 floats.

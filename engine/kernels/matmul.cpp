@@ -1,40 +1,73 @@
 #include "engine/kernels/matmul.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "runtime/error.h"
 
 namespace tps {
 
-void quantize_activations(const float* x, int tokens, int64_t cols, BlockQ8_0* out) {
-  for (int t = 0; t < tokens; ++t) quantize_row_q8_0(x + t * cols, out + t * (cols / 32), cols);
+void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
+  cols_ = cols;
+  const int64_t blocks = cols / 32, q_stride = 64 * block_pairs(cols), d_stride = 8 * block_pairs(cols);
+  q_.resize(tokens * q_stride), aq_.resize(tokens * q_stride);
+  d_.resize(tokens * d_stride), offset_.resize(tokens * d_stride);
+  for (int t = 0; t < tokens; ++t) {
+    int8_t* q = q_.data() + t * q_stride;
+    int8_t* aq = aq_.data() + t * q_stride;
+    float* d = d_.data() + t * d_stride;
+    float* offset = offset_.data() + t * d_stride;
+    // An unpaired last block leaves the B half of its pair zero.
+    std::fill_n(q + q_stride - 64, 64, int8_t{0});
+    std::fill_n(d + d_stride - 8, 8, 0.0f);
+    std::fill_n(offset, d_stride, 0.0f);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* v = x + t * cols + b * 32;
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+      // As ggml's Q8_0 (quantize_row_q8_0): q from the exact scale, the
+      // scale kept as F16 -- so tps meets llama.cpp's numbers, which the
+      // parity test holds to 1e-4 nats.
+      const float exact = amax / 127.0f, inv = exact != 0 ? 1.0f / exact : 0.0f;
+      const float scale = fp16_to_fp32(fp32_to_fp16(exact));
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        const int8_t value = static_cast<int8_t>(std::nearbyint(v[j] * inv));
+        q[pair_offset(b, j)] = value;
+        sum += value;
+      }
+      std::fill_n(d + 8 * (b / 2) + 4 * (b % 2), 4, scale);
+      offset[8 * (b / 2) + 4 * (b % 2)] = 12.0f * scale * static_cast<float>(sum);
+    }
+    for (int64_t i = 0; i < q_stride; ++i) aq[i] = static_cast<int8_t>(std::abs(q[i]));
+  }
+}
+
+Activations QuantizedActivations::view(const float* f, int first, int count) const {
+  const int64_t q_stride = 64 * block_pairs(cols_), d_stride = 8 * block_pairs(cols_);
+  return Activations{f + first * cols_,          q_.data() + first * q_stride,
+                     aq_.data() + first * q_stride, d_.data() + first * d_stride,
+                     offset_.data() + first * d_stride, cols_, count};
 }
 
 void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_t row_end,
                  const Activations& x, float* y, int64_t y_stride) {
   const int64_t n = w.cols;
-  // One row at a time over rows [first, row_end).
-  auto run = [&](auto dot, auto input, int64_t input_stride, int64_t first) {
-    for (int64_t r = first; r < row_end; ++r) {
+  auto integer = [&](DotKernels::QuantizedMatmul kernel) {
+    if (row_end > row_begin) kernel(w.row(row_begin), w.row_bytes, row_end - row_begin, x, y + row_begin, y_stride);
+  };
+  auto floats = [&](auto dot) {
+    for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* row = w.row(r);
-      for (int t = 0; t < x.tokens; ++t) y[t * y_stride + r] = dot(row, input + t * input_stride, n);
+      for (int t = 0; t < x.tokens; ++t) y[t * y_stride + r] = dot(row, x.f + t * n, n);
     }
   };
-  // Quantized weights go four rows at a time, then the rest one at a time.
-  auto run_x4 = [&](auto dot4, auto dot) {
-    int64_t r = row_begin;
-    float four[4];
-    for (; r + 4 <= row_end; r += 4)
-      for (int t = 0; t < x.tokens; ++t) {
-        dot4(w.row(r), w.row_bytes, x.q + t * (n / 32), n, four);
-        for (int i = 0; i < 4; ++i) y[t * y_stride + r + i] = four[i];
-      }
-    run(dot, x.q, n / 32, r);
-  };
   switch (w.type) {
-    case GgmlType::Q8_0: return run_x4(k.q8_0_x4, k.q8_0);
-    case GgmlType::MXFP4: return run_x4(k.mxfp4_x4, k.mxfp4);
-    case GgmlType::F32: return run(k.f32, x.f, n, row_begin);
-    case GgmlType::F16: return run(k.f16, x.f, n, row_begin);
-    case GgmlType::BF16: return run(k.bf16, x.f, n, row_begin);
+    case GgmlType::Q8_0: return integer(k.q8_0);
+    case GgmlType::MXFP4: return integer(k.mxfp4);
+    case GgmlType::F32: return floats(k.f32);
+    case GgmlType::F16: return floats(k.f16);
+    case GgmlType::BF16: return floats(k.bf16);
     default: throw InputError(cat("no kernel for weights of type ", type_name(w.type)));
   }
 }

@@ -1,7 +1,8 @@
-// Matrix products over weight rows, built on the row dot products: for each
-// weight row (read once) and each of T tokens, y[t][r] = row . x[t]. The row
-// stays in L1 while the T tokens use it, so prefill reads the weights once
-// per batch and decode (T = 1) streams them once.
+// Matrix products over weight rows: y[t][r] = row r . x[t] for a range of
+// rows and every token of a batch. Quantized weights go through the integer
+// kernels in tiles (each weight pair decoded once for several tokens, so
+// prefill reads and decodes the weights once per batch, and decode streams
+// them once); float weights a row at a time, the row in L1 for every token.
 #pragma once
 
 #include <cstdint>
@@ -12,19 +13,27 @@
 
 namespace tps {
 
-// Activations of T tokens: floats [T][cols] and, for Q8_0/MXFP4 weights,
-// the same quantized to Q8_0 blocks [T][cols / 32].
-struct Activations {
-  const float* f = nullptr;
-  const BlockQ8_0* q = nullptr;
-  int64_t cols = 0;
-  int tokens = 0;
+// Activations quantized for the integer kernels (the layout of Activations
+// in dot.h), kept between calls so that decode allocates nothing.
+class QuantizedActivations {
+ public:
+  // Quantizes `tokens` rows of cols floats (cols a multiple of 32): per block
+  // d = max|x| / 127, q = x / d rounded to nearest (ties to even), d then
+  // rounded to F16 as in Q8_0 blocks; and
+  // the planes derived from q and d (dot.h).
+  void quantize(const float* x, int tokens, int64_t cols);
+  // The view of tokens [first, first + count) of the last quantize(), with
+  // their floats from f (row `first` of f is the view's first token).
+  Activations view(const float* f, int first, int count) const;
+
+ private:
+  std::vector<int8_t> q_, aq_;
+  std::vector<float> d_, offset_;
+  int64_t cols_ = 0;
 };
 
-// Quantizes T rows of cols floats into Q8_0 blocks (the reference quantizer).
-void quantize_activations(const float* x, int tokens, int64_t cols, BlockQ8_0* out);
-
-// y[t * y_stride + r] = w.row(r) . x[t] for r in [row_begin, row_end).
+// y[t * y_stride + r] = w.row(r) . x[t] for r in [row_begin, row_end). Q8_0
+// and MXFP4 weights must be packed (kernels/packed_rows.h) and x quantized.
 void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_t row_end,
                  const Activations& x, float* y, int64_t y_stride);
 
