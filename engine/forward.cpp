@@ -48,7 +48,7 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d), router_.resize(B * c.n_expert), moe_.resize(B * d);
   topk_.resize(B * kk), topk_w_.resize(B * kk);
-  gate_up_.resize(2 * B * kk * ff), act_ff_.resize(B * kk * std::max(ff, d));
+  gate_up_.resize(2 * B * kk * ff), act_ff_.resize(B * kk * d), swiglu_.resize(B * kk * ff);
   down_.resize(B * kk * d);
   scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(o.n_ctx) + 1));
 }
@@ -62,13 +62,23 @@ void Session::prepare(const float* x, int n, int64_t cols, bool quantize) {
   act_ = xq_.view(x, 0, n);
 }
 
-void Session::parallel_rows(const Matrix& w, const float* bias, float* y, int n) {
+void Session::parallel_rows(std::initializer_list<Product> products, int n) {
+  int64_t total = 0;
+  for (const Product& p : products) total += p.w.rows;
+  // The rows of all the products in one index space, cut evenly across the
+  // threads: one wake-up and one barrier for all of them.
   pool_.run([&](int t, int nt) {
-    auto [begin, end] = ThreadPool::split(w.rows, t, nt);
-    matmul_rows(dot_, w, begin, end, act_, y, w.rows);
-    if (bias)
-      for (int i = 0; i < n; ++i)
-        for (int64_t r = begin; r < end; ++r) y[i * w.rows + r] += bias[r];
+    auto [begin, end] = ThreadPool::split(total, t, nt);
+    int64_t first = 0;  // of the current product, in the index space
+    for (const Product& p : products) {
+      const int64_t b = std::max(begin, first) - first, e = std::min(end, first + p.w.rows) - first;
+      first += p.w.rows;
+      if (b >= e) continue;
+      matmul_rows(dot_, p.w, b, e, act_, p.y, p.w.rows);
+      if (p.bias)
+        for (int i = 0; i < n; ++i)
+          for (int64_t r = b; r < e; ++r) p.y[i * p.w.rows + r] += p.bias[r];
+    }
   });
 }
 
@@ -120,7 +130,7 @@ void Session::step(const int32_t* tokens, int n, bool all_logits, float* logits)
   for (int t = 0; t < count; ++t)
     rmsnorm(x_.data() + (first + t) * d, w_.out_norm, c_.rms_eps, d, xn_.data() + t * d);
   prepare(xn_.data(), count, d, w_.output.wants_q8());
-  parallel_rows(w_.output, nullptr, logits, count);
+  parallel_rows({{w_.output, nullptr, logits}}, count);
   clock.lap(timings_.logits);
 }
 
@@ -132,9 +142,7 @@ void Session::attention(int layer, int n) {
   for (int t = 0; t < n; ++t)
     rmsnorm(x_.data() + t * d, L.attn_norm, c_.rms_eps, d, xn_.data() + t * d);
   prepare(xn_.data(), n, d, L.wq.wants_q8() || L.wk.wants_q8() || L.wv.wants_q8());
-  parallel_rows(L.wq, L.bq, q_.data(), n);
-  parallel_rows(L.wk, L.bk, k_.data(), n);
-  parallel_rows(L.wv, L.bv, v_.data(), n);
+  parallel_rows({{L.wq, L.bq, q_.data()}, {L.wk, L.bk, k_.data()}, {L.wv, L.bv, v_.data()}}, n);
   clock.lap(timings_.qkv);
 
   // Rotate q and k, then store k and v at their positions' slots.
@@ -183,7 +191,7 @@ void Session::attention(int layer, int n) {
   // the bias once, after the sum.
   if (q_w > 0) {
     prepare(attn_.data(), n, q_w, L.wo.wants_q8());
-    parallel_rows(L.wo, nullptr, proj_.data(), n);
+    parallel_rows({{L.wo, nullptr, proj_.data()}}, n);
   } else {
     std::fill_n(proj_.data(), n * d, 0.0f);
   }
@@ -204,7 +212,7 @@ void Session::moe(int layer, int n) {
   for (int t = 0; t < n; ++t)
     rmsnorm(x_.data() + t * d, L.post_norm, c_.rms_eps, d, xn_.data() + t * d);
   prepare(xn_.data(), n, d, L.router.wants_q8());
-  parallel_rows(L.router, L.router_b, router_.data(), n);
+  parallel_rows({{L.router, L.router_b, router_.data()}}, n);
 
   // Top-k experts by raw logit, softmax over the chosen: every rank routes
   // every token the same way (the same inputs on every rank).
@@ -240,38 +248,30 @@ void Session::moe(int layer, int n) {
   const bool q8 = L.gate.wants_q8() || L.up.wants_q8();
   if (q8) xq_.quantize(xg, entries, d);
 
-  // Gate and up of every active expert in one parallel pass over their rows.
+  // Gate and up of every active expert in one parallel pass, by features: a
+  // thread computes both rows of each of its features and then their clamped
+  // SwiGLU with the expert's biases.
   float* gate_out = gate_up_.data();
   float* up_out = gate_up_.data() + static_cast<int64_t>(entries) * ff;
-  const int64_t rows_per_group = 2 * ff;
+  float* act = swiglu_.data();
   pool_.run([&](int th, int nt) {
-    auto [begin, end] = ThreadPool::split(rows_per_group * groups.size(), th, nt);
-    for (int64_t r = begin; r < end;) {
-      const Group& g = groups[r / rows_per_group];
-      const int64_t in_group = r % rows_per_group;
-      const bool is_up = in_group >= ff;
-      const int64_t row0 = in_group % ff;
-      const int64_t row1 = std::min<int64_t>(ff, row0 + (end - r));
-      const Matrix& w = is_up ? L.up : L.gate;
+    auto [begin, end] = ThreadPool::split(ff * static_cast<int64_t>(groups.size()), th, nt);
+    for (int64_t i = begin; i < end;) {
+      const Group& g = groups[i / ff];
+      const int64_t f0 = i % ff, f1 = std::min<int64_t>(ff, f0 + (end - i));
       const Activations a = q8 ? xq_.view(xg, g.first, g.count)
                                : Activations{.f = xg + g.first * d, .cols = d, .tokens = g.count};
-      matmul_rows(dot_, w.slice(g.expert * ff, ff), row0, row1, a,
-                  (is_up ? up_out : gate_out) + g.first * ff, ff);
-      r += row1 - row0;
+      matmul_rows(dot_, L.gate.slice(g.expert * ff, ff), f0, f1, a, gate_out + g.first * ff, ff);
+      matmul_rows(dot_, L.up.slice(g.expert * ff, ff), f0, f1, a, up_out + g.first * ff, ff);
+      const float* bg = L.gate_b + g.expert * ff;
+      const float* bu = L.up_b + g.expert * ff;
+      for (int e = g.first; e < g.first + g.count; ++e)
+        for (int64_t f = f0; f < f1; ++f)
+          act[e * ff + f] = swiglu_oai(gate_out[e * ff + f] + bg[f], up_out[e * ff + f] + bu[f],
+                                       c_.swiglu_alpha, c_.swiglu_limit);
+      i += f1 - f0;
     }
   });
-
-  // Clamped SwiGLU with the expert's biases, then the down projection of
-  // this rank's features.
-  float* act = act_ff_.data();
-  for (const Group& g : groups) {
-    const float* bg = L.gate_b + g.expert * ff;
-    const float* bu = L.up_b + g.expert * ff;
-    for (int i = g.first; i < g.first + g.count; ++i)
-      for (int64_t f = 0; f < ff; ++f)
-        act[i * ff + f] = swiglu_oai(gate_out[i * ff + f] + bg[f], up_out[i * ff + f] + bu[f],
-                                     c_.swiglu_alpha, c_.swiglu_limit);
-  }
   const bool dq8 = L.down.wants_q8();
   if (dq8) act_q_.quantize(act, entries, ff);
   pool_.run([&](int th, int nt) {

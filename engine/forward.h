@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -68,7 +69,14 @@ class Session {
   void attention(int layer, int n);
   void moe(int layer, int n);
   void prepare(const float* x, int n, int64_t cols, bool quantize);  // fills act_
-  void parallel_rows(const Matrix& w, const float* bias, float* y, int n);
+  // y[t][r] = w.row(r) . act_[t] (+ bias[r]) for every row of each product,
+  // in one parallel pass; y is [n][w.rows].
+  struct Product {
+    const Matrix& w;
+    const float* bias;
+    float* y;
+  };
+  void parallel_rows(std::initializer_list<Product> products, int n);
 
   const ModelConfig& c_;
   const ModelWeights& w_;
@@ -95,7 +103,8 @@ class Session {
   std::vector<int> topk_;        // [max_batch][k]
   std::vector<float> topk_w_;    // [max_batch][k]
   std::vector<float> gate_up_;   // [rows of all active experts][max_batch]
-  std::vector<float> act_ff_;    // [active][max_batch][ff]
+  std::vector<float> act_ff_;    // the gathered inputs, [active][max_batch][d]
+  std::vector<float> swiglu_;    // [active][max_batch][ff]
   QuantizedActivations act_q_;  // the quantized SwiGLU outputs
   std::vector<float> down_;      // [active][max_batch][d]
   std::vector<float> moe_;       // [max_batch][d]: this rank's part of the MoE output

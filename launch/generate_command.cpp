@@ -69,6 +69,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   std::vector<float> logits;
   session.forward(prompt, false, logits);
   const double prefill_s = since(t0);
+  const Session::Timings prefill_parts = session.timings();
 
   nlohmann::json logprobs = nlohmann::json::array();
   std::string generated_text;
@@ -156,6 +157,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                         {"peak_rss_mib", peak_rss_mib()},
                         {"per_rank", ranks}};
     if (o.top_logprobs > 0) j["logprobs"] = logprobs;
+    j["prefill_seconds_by_part"] = parts_json(prefill_parts);
     j["decode_seconds_by_part"] = parts_json(session.timings());
     j["decode_seconds_by_part"]["sampling"] = sampling_s;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
