@@ -1,7 +1,7 @@
 // The vector kernels, written once and compiled twice: by dot_avx2.cpp
 // (AVX2 + FMA + F16C) and by dot_avx512.cpp (adds AVX-512 VNNI, which turns
-// the int8 multiply-add into one instruction). 256-bit vectors in both:
-// decode is bound by memory bandwidth, not vector width.
+// the int8 multiply-add into one instruction). 256-bit vectors in both (no
+// 512-bit form has been measured: the development VM has no AVX-512).
 //
 // Included inside a namespace of its own by those two files only, after
 // <immintrin.h> and <cstring>.
@@ -25,7 +25,8 @@ inline __m256i load128_low(const void* p) {  // upper half zero
 // One pair of blocks of a weight row (kernels/packed_rows.h) as a format
 // decodes it: bytes lo = [A0..15 B0..15], hi = [A16..31 B16..31] and the
 // blocks' scales [sA x4 | sB x4]. The last pair (Tail) of a row with an odd
-// number of blocks has no B: its bytes and scale there are zero.
+// number of blocks has no B: its B scale is zero (and so is the B half of
+// the activations).
 struct Pair {
   __m256i lo, hi;
   __m256 scale;
@@ -38,9 +39,9 @@ inline __m256 x_scales(const Activations& x, int t, int64_t p) {
   return _mm256_loadu_ps(x.d + t * x.d_stride() + 8 * p);
 }
 
-// 8 int32 lanes += the products of unsigned bytes u and signed bytes s, by
-// groups of 4 (VNNI), or by pairs into int16 and then into int32 (AVX2:
-// pairs must not exceed int16, which the formats below ensure).
+// VNNI: 8 int32 lanes += the products of unsigned bytes u and signed bytes
+// s, four per lane, in one instruction. (AVX2 forms pairs of products in
+// int16 first, then int32 lanes; each format says why its pairs fit.)
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 #endif
@@ -129,8 +130,8 @@ inline void tile_step(const Format& f, const uint8_t* w, uint64_t row_bytes, int
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     // Decode streams the weights once: fetch the same place four tiles
-    // ahead, or loads wait on memory with the integer units idle (the
-    // hardware prefetcher alone gave ~60% of the bandwidth; measured).
+    // ahead, or loads wait on memory with the integer units idle (one core
+    // streamed Q8_0 at 9.0 GB/s without this, 13.8 with it: PERFORMANCE.md).
     if constexpr (N == 1)
       _mm_prefetch(reinterpret_cast<const char*>(w + (r + 4 * R) * row_bytes + Format::kPairBytes * p),
                    _MM_HINT_T0);

@@ -26,8 +26,9 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
       float amax = 0;
       for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
       // As ggml's Q8_0 (quantize_row_q8_0): q from the exact scale, the
-      // scale kept as F16 -- so tps meets llama.cpp's numbers, which the
-      // parity test holds to 1e-4 nats.
+      // scale kept as F16 -- the rounding llama.cpp and the reference test
+      // pass apply (without it tps moved from the reference by a median
+      // 0.02 nats on the tiny model).
       const float exact = amax / 127.0f, inv = exact != 0 ? 1.0f / exact : 0.0f;
       const float scale = fp16_to_fp32(fp32_to_fp16(exact));
       int32_t sum = 0;
