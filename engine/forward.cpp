@@ -48,7 +48,7 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d), router_.resize(B * c.n_expert), moe_.resize(B * d);
   topk_.resize(B * kk), topk_w_.resize(B * kk);
-  gate_up_.resize(2 * B * kk * ff), act_ff_.resize(B * kk * d), swiglu_.resize(B * kk * ff);
+  gate_up_.resize(2 * B * kk * ff), gathered_.resize(B * kk * d), swiglu_.resize(B * kk * ff);
   down_.resize(B * kk * d);
   scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(o.n_ctx) + 1));
 }
@@ -242,8 +242,8 @@ void Session::moe(int layer, int n) {
                         static_cast<int>(entry_token.size()) - first});
   }
   const int entries = static_cast<int>(entry_token.size());
-  // Gathered inputs, [entries][d] (into act_ff_, large enough) and quantized.
-  float* xg = act_ff_.data();
+  // Gathered inputs, [entries][d], and quantized.
+  float* xg = gathered_.data();
   for (int i = 0; i < entries; ++i) std::copy_n(xn_.data() + entry_token[i] * d, d, xg + i * d);
   const bool q8 = L.gate.wants_q8() || L.up.wants_q8();
   if (q8) xq_.quantize(xg, entries, d);

@@ -103,7 +103,7 @@ class Session {
   std::vector<int> topk_;        // [max_batch][k]
   std::vector<float> topk_w_;    // [max_batch][k]
   std::vector<float> gate_up_;   // [rows of all active experts][max_batch]
-  std::vector<float> act_ff_;    // the gathered inputs, [active][max_batch][d]
+  std::vector<float> gathered_;  // the gathered inputs, [active][max_batch][d]
   std::vector<float> swiglu_;    // [active][max_batch][ff]
   QuantizedActivations act_q_;  // the quantized SwiGLU outputs
   std::vector<float> down_;      // [active][max_batch][d]
