@@ -53,13 +53,32 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(o.n_ctx) + 1));
 }
 
-void Session::prepare(const float* x, int n, int64_t cols, bool quantize) {
-  if (!quantize) {
-    act_ = Activations{.f = x, .cols = cols, .tokens = n};
-    return;
+namespace {
+
+// Tokens [first, first + count) of x ([*][cols]), with their int8 form from
+// q (the quantize() of x) when the weights take quantized inputs.
+Activations token_rows(const float* x, int64_t cols, int first, int count,
+                       const QuantizedActivations* q) {
+  return q ? q->view(x, first, count) : Activations{.f = x + first * cols, .cols = cols, .tokens = count};
+}
+
+// Thread th's share of `per` items of each of `groups` groups, as runs
+// fn(group, begin, end) with [begin, end) inside one group.
+template <typename Fn>
+void for_group_runs(size_t groups, int64_t per, int th, int nt, Fn fn) {
+  auto [begin, end] = ThreadPool::split(per * static_cast<int64_t>(groups), th, nt);
+  for (int64_t i = begin; i < end;) {
+    const int64_t lo = i % per, hi = std::min<int64_t>(per, lo + (end - i));
+    fn(static_cast<size_t>(i / per), lo, hi);
+    i += hi - lo;
   }
-  xq_.quantize(x, n, cols);
-  act_ = xq_.view(x, 0, n);
+}
+
+}  // namespace
+
+void Session::prepare(const float* x, int n, int64_t cols, bool quantize) {
+  if (quantize) xq_.quantize(x, n, cols);
+  act_ = token_rows(x, cols, 0, n, quantize ? &xq_ : nullptr);
 }
 
 void Session::parallel_rows(std::initializer_list<Product> products, int n) {
@@ -255,12 +274,9 @@ void Session::moe(int layer, int n) {
   float* up_out = gate_up_.data() + static_cast<int64_t>(entries) * ff;
   float* act = swiglu_.data();
   pool_.run([&](int th, int nt) {
-    auto [begin, end] = ThreadPool::split(ff * static_cast<int64_t>(groups.size()), th, nt);
-    for (int64_t i = begin; i < end;) {
-      const Group& g = groups[i / ff];
-      const int64_t f0 = i % ff, f1 = std::min<int64_t>(ff, f0 + (end - i));
-      const Activations a = q8 ? xq_.view(xg, g.first, g.count)
-                               : Activations{.f = xg + g.first * d, .cols = d, .tokens = g.count};
+    for_group_runs(groups.size(), ff, th, nt, [&](size_t gi, int64_t f0, int64_t f1) {
+      const Group& g = groups[gi];
+      const Activations a = token_rows(xg, d, g.first, g.count, q8 ? &xq_ : nullptr);
       matmul_rows(dot_, L.gate.slice(g.expert * ff, ff), f0, f1, a, gate_out + g.first * ff, ff);
       matmul_rows(dot_, L.up.slice(g.expert * ff, ff), f0, f1, a, up_out + g.first * ff, ff);
       const float* bg = L.gate_b + g.expert * ff;
@@ -269,21 +285,16 @@ void Session::moe(int layer, int n) {
         for (int64_t f = f0; f < f1; ++f)
           act[e * ff + f] = swiglu_oai(gate_out[e * ff + f] + bg[f], up_out[e * ff + f] + bu[f],
                                        c_.swiglu_alpha, c_.swiglu_limit);
-      i += f1 - f0;
-    }
+    });
   });
   const bool dq8 = L.down.wants_q8();
   if (dq8) act_q_.quantize(act, entries, ff);
   pool_.run([&](int th, int nt) {
-    auto [begin, end] = ThreadPool::split(d * static_cast<int64_t>(groups.size()), th, nt);
-    for (int64_t r = begin; r < end;) {
-      const Group& g = groups[r / d];
-      const int64_t row0 = r % d, row1 = std::min<int64_t>(d, row0 + (end - r));
-      const Activations a = dq8 ? act_q_.view(act, g.first, g.count)
-                                : Activations{.f = act + g.first * ff, .cols = ff, .tokens = g.count};
+    for_group_runs(groups.size(), d, th, nt, [&](size_t gi, int64_t row0, int64_t row1) {
+      const Group& g = groups[gi];
+      const Activations a = token_rows(act, ff, g.first, g.count, dq8 ? &act_q_ : nullptr);
       matmul_rows(dot_, L.down.slice(g.expert * d, d), row0, row1, a, down_.data() + g.first * d, d);
-      r += row1 - row0;
-    }
+    });
   });
 
   // This rank's part: the sum over its entries of weight * down, in top-k

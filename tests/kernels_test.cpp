@@ -63,7 +63,7 @@ std::vector<float> dequantized(const Activations& x, int t) {
     const int j = static_cast<int>(i % 32);
     const int8_t q = x.q[t * x.q_stride() + pair_offset(b, j)];
     EXPECT_EQ(x.aq[t * x.q_stride() + pair_offset(b, j)], std::abs(q));
-    out[i] = q * x.d[t * x.d_stride() + 8 * (b / 2) + 4 * (b % 2)];
+    out[i] = q * x.d[t * x.d_stride() + block_lane(b)];
   }
   return out;
 }

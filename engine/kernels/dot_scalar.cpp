@@ -48,7 +48,7 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, const 
       for (int64_t b = 0; b < blocks; ++b) {
         int32_t s = 0;
         for (int j = 0; j < 32; ++j) s += Row::value(row, blocks, b, j) * q[pair_offset(b, j)];
-        sum += static_cast<float>(s) * d[8 * (b / 2) + 4 * (b % 2)] * Row::scale(row, blocks, b);
+        sum += static_cast<float>(s) * d[block_lane(b)] * Row::scale(row, blocks, b);
       }
       y[t * y_stride + r] = sum * Row::kFinalScale;
     }

@@ -37,8 +37,8 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
         q[pair_offset(b, j)] = value;
         sum += value;
       }
-      std::fill_n(d + 8 * (b / 2) + 4 * (b % 2), 4, scale);
-      offset[8 * (b / 2) + 4 * (b % 2)] = 12.0f * scale * static_cast<float>(sum);
+      std::fill_n(d + block_lane(b), 4, scale);
+      offset[block_lane(b)] = 12.0f * scale * static_cast<float>(sum);
     }
     for (int64_t i = 0; i < q_stride; ++i) aq[i] = static_cast<int8_t>(std::abs(q[i]));
   }

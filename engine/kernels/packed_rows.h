@@ -44,6 +44,10 @@ inline int64_t pair_offset(int64_t b, int j) {
   return 64 * (b / 2) + (j / 16) * 32 + (b % 2) * 16 + (j % 16);
 }
 
+// The first of block b's four lanes in its pair's eight (the per-lane
+// scale vectors: [A x4 | B x4]).
+inline int64_t block_lane(int64_t b) { return 8 * (b / 2) + 4 * (b % 2); }
+
 // E8M0 scale e as the float 2^(e - 127) from its bits, as the vector kernels
 // form it: e = 0 (2^-127, a denormal) becomes 0, a weight too small to count.
 inline float e8m0_bits_to_fp32(uint8_t e) { return std::bit_cast<float>(uint32_t{e} << 23); }
