@@ -1,5 +1,5 @@
 // The matrix kernels as the forward pass runs them (matmul_rows over the
-// rows of a weight matrix, split across a pool's threads like
+// rows of a weight matrix, handed to a pool's threads in chunks like
 // Session::parallel_rows), for every instruction set this CPU runs x every
 // weight format x shapes of gpt-oss-20b:
 //   decode  (1 token):  q projection 4096x2880, expert 2880x2880, a slice of
@@ -7,6 +7,7 @@
 //                       201088 rows; a slice keeps the weights at a few
 //                       hundred MB while still far larger than any cache)
 //   prefill (a batch of 128 tokens, tpsrun's default --batch): expert 2880x2880
+// and the attention of a decode step over 128, 1024 and 4096 cached positions.
 // Weights stream from memory as in decode: each iteration uses the next of
 // several copies of the matrix that together exceed 4x the L3, so no
 // iteration finds its weights in cache. Reported per benchmark: weight
@@ -30,6 +31,7 @@
 #include "engine/ggml_types.h"
 #include "engine/kernels/dot.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kv_cache.h"
 #include "engine/quant_blocks.h"
 #include "engine/weights.h"
 #include "runtime/error.h"
@@ -161,9 +163,9 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
   for (auto _ : state) {
     const Matrix m = w.copy(next);
     next = (next + 1) % w.copies;
-    pool.run([&](int t, int nt) {
-      auto [begin, end] = ThreadPool::split(m.rows, t, nt);
-      matmul_rows(k, m, begin, end, x, y.data(), m.rows);
+    ThreadPool::Chunks chunks(m.rows, row_grain(m), threads);
+    pool.run([&](int, int) {
+      for (int64_t begin, end; chunks.next(begin, end);) matmul_rows(k, m, begin, end, x, y.data(), m.rows);
     });
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -176,6 +178,37 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
   state.counters["GB/s"] = bytes / seconds / 1e9;
   state.counters["stream_pct"] = 100.0 * bytes / seconds / ctx->stream_bytes_per_s;
   state.counters["GFLOP/s"] = 2.0 * shape.rows * shape.cols * shape.tokens * state.iterations() / seconds / 1e9;
+}
+
+// A decode step's attention in one layer of gpt-oss-20b: 64 query heads over
+// 8 KV heads of 64 dimensions, at `positions` cached positions, the heads
+// split across the threads as Session does. Reported: KV GB/s (the keys and
+// values read, which stay in cache between steps at these sizes).
+void bm_attention(benchmark::State& state, int positions, int threads) {
+  constexpr int kHeads = 64, kKvHeads = 8, kDim = 64;
+  ThreadPool& pool = ctx->pool(threads);
+  LayerCache cache(positions, kKvHeads, kDim);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(kKvHeads * kDim), v(kKvHeads * kDim), q(kHeads * kDim), out(kHeads * kDim);
+  for (int p = 0; p < positions; ++p) {
+    for (float& x : k) x = normal(rng);
+    for (float& x : v) x = normal(rng);
+    cache.store(p, k.data(), v.data());
+  }
+  for (float& x : q) x = normal(rng);
+  std::vector<std::vector<float>> scores(threads, std::vector<float>(positions));
+  for (auto _ : state) {
+    pool.run([&](int t, int nt) {
+      auto [begin, end] = ThreadPool::split(kHeads, t, nt);
+      for (int64_t h = begin; h < end; ++h)
+        cache.attend(q.data() + h * kDim, static_cast<int>(h) / (kHeads / kKvHeads), 0, positions - 1,
+                     0.125f, 0.0f, scores[t].data(), out.data() + h * kDim);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(2.0 * positions * kKvHeads * kDim * sizeof(float) * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
 }
 
 // Pins this thread (and so the pools' threads, which inherit it) to the PUs
@@ -235,6 +268,12 @@ int main(int argc, char** argv) {
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
           }
+    for (int positions : {128, 1024, 4096})
+      for (int threads : thread_counts)
+        benchmark::RegisterBenchmark(cat("attention/positions:", positions, "/threads:", threads).c_str(),
+                                     bm_attention, positions, threads)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
   } catch (const std::exception& e) {

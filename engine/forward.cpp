@@ -36,14 +36,12 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   kv_w_ = static_cast<int>(kv_heads * c.head_dim);
   const int64_t B = o.max_batch, d = c.n_embd, q = q_w_, kv = kv_w_,
                 ff = shard_.share.ff.size(), kk = c.n_expert_used;
-  k_cache_.resize(c.n_layer), v_cache_.resize(c.n_layer), slots_.resize(c.n_layer);
+  cache_.resize(c.n_layer);
   for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {
     // A sliding layer needs the window behind the oldest token of a batch.
-    int slots = c.is_sliding_layer(l) ? std::min<int>(o.n_ctx, c.sliding_window + o.max_batch)
-                                      : o.n_ctx;
-    slots_[l] = slots;
-    k_cache_[l].resize(static_cast<size_t>(slots) * kv);
-    v_cache_[l].resize(static_cast<size_t>(slots) * kv);
+    const int slots = c.is_sliding_layer(l) ? std::min<int>(o.n_ctx, c.sliding_window + o.max_batch)
+                                            : o.n_ctx;
+    cache_[l] = LayerCache(slots, static_cast<int>(kv_heads), static_cast<int>(c.head_dim));
   }
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d), router_.resize(B * c.n_expert), moe_.resize(B * d);
@@ -62,16 +60,16 @@ Activations token_rows(const float* x, int64_t cols, int first, int count,
   return q ? q->view(x, first, count) : Activations{.f = x + first * cols, .cols = cols, .tokens = count};
 }
 
-// Thread th's share of `per` items of each of `groups` groups, as runs
-// fn(group, begin, end) with [begin, end) inside one group.
+// The chunks a thread takes of an index space of `per` items in each group,
+// as runs fn(group, lo, hi) with [lo, hi) inside one group.
 template <typename Fn>
-void for_group_runs(size_t groups, int64_t per, int th, int nt, Fn fn) {
-  auto [begin, end] = ThreadPool::split(per * static_cast<int64_t>(groups), th, nt);
-  for (int64_t i = begin; i < end;) {
-    const int64_t lo = i % per, hi = std::min<int64_t>(per, lo + (end - i));
-    fn(static_cast<size_t>(i / per), lo, hi);
-    i += hi - lo;
-  }
+void take_group_runs(ThreadPool::Chunks& chunks, int64_t per, Fn fn) {
+  for (int64_t begin, end; chunks.next(begin, end);)
+    for (int64_t i = begin; i < end;) {
+      const int64_t lo = i % per, hi = std::min<int64_t>(per, lo + (end - i));
+      fn(static_cast<size_t>(i / per), lo, hi);
+      i += hi - lo;
+    }
 }
 
 }  // namespace
@@ -84,19 +82,21 @@ void Session::prepare(const float* x, int n, int64_t cols, bool quantize) {
 void Session::parallel_rows(std::initializer_list<Product> products, int n) {
   int64_t total = 0;
   for (const Product& p : products) total += p.w.rows;
-  // The rows of all the products in one index space, cut evenly across the
-  // threads: one wake-up and one barrier for all of them.
-  pool_.run([&](int t, int nt) {
-    auto [begin, end] = ThreadPool::split(total, t, nt);
-    int64_t first = 0;  // of the current product, in the index space
-    for (const Product& p : products) {
-      const int64_t b = std::max(begin, first) - first, e = std::min(end, first + p.w.rows) - first;
-      first += p.w.rows;
-      if (b >= e) continue;
-      matmul_rows(dot_, p.w, b, e, act_, p.y, p.w.rows);
-      if (p.bias)
-        for (int i = 0; i < n; ++i)
-          for (int64_t r = b; r < e; ++r) p.y[i * p.w.rows + r] += p.bias[r];
+  // The rows of all the products in one index space, handed out in chunks:
+  // one wake-up and one barrier for all of them.
+  ThreadPool::Chunks chunks(total, row_grain(products.begin()->w), pool_.size());
+  pool_.run([&](int, int) {
+    for (int64_t begin, end; chunks.next(begin, end);) {
+      int64_t first = 0;  // of the current product, in the index space
+      for (const Product& p : products) {
+        const int64_t b = std::max(begin, first) - first, e = std::min(end, first + p.w.rows) - first;
+        first += p.w.rows;
+        if (b >= e) continue;
+        matmul_rows(dot_, p.w, b, e, act_, p.y, p.w.rows);
+        if (p.bias)
+          for (int i = 0; i < n; ++i)
+            for (int64_t r = b; r < e; ++r) p.y[i * p.w.rows + r] += p.bias[r];
+      }
     }
   });
 }
@@ -164,44 +164,26 @@ void Session::attention(int layer, int n) {
   parallel_rows({{L.wq, L.bq, q_.data()}, {L.wk, L.bk, k_.data()}, {L.wv, L.bv, v_.data()}}, n);
   clock.lap(timings_.qkv);
 
-  // Rotate q and k, then store k and v at their positions' slots.
-  const int slots = slots_[layer];
-  float* kc = k_cache_[layer].data();
-  float* vc = v_cache_[layer].data();
+  // Rotate q and k, then store k and v at their positions.
+  LayerCache& cache = cache_[layer];
   for (int t = 0; t < n; ++t) {
     const int p = pos_ + t;
     apply_rope(rope_, q_.data() + t * q_w, n_head, p);
     apply_rope(rope_, k_.data() + t * kv_w, n_head / group, p);
-    std::copy_n(k_.data() + t * kv_w, kv_w, kc + static_cast<int64_t>(p % slots) * kv_w);
-    std::copy_n(v_.data() + t * kv_w, kv_w, vc + static_cast<int64_t>(p % slots) * kv_w);
+    cache.store(p, k_.data() + t * kv_w, v_.data() + t * kv_w);
   }
 
   // Scaled dot-product attention with a sink per head, over (token, head).
   const bool sliding = c_.is_sliding_layer(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool_.run([&](int th, int nt) {
-    std::vector<float>& z = scores_[th];
     auto [begin, end] = ThreadPool::split(static_cast<int64_t>(n) * n_head, th, nt);
     for (int64_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / n_head), h = static_cast<int>(item % n_head);
-      const int p = pos_ + t, g = h / group;
-      const int first = first_visible(p, static_cast<int>(c_.sliding_window), sliding);
-      const float* qh = q_.data() + t * q_w + h * hd;
-      for (int s = first; s <= p; ++s) {
-        const float* ks = kc + static_cast<int64_t>(s % slots) * kv_w + g * hd;
-        float dot = 0;
-        for (int64_t i = 0; i < hd; ++i) dot += qh[i] * ks[i];
-        z[s - first] = dot * scale;
-      }
-      std::span<float> weights(z.data(), static_cast<size_t>(p - first + 1));
-      softmax_with_sink(weights, L.sinks[h]);
-      float* out = attn_.data() + t * q_w + h * hd;
-      std::fill_n(out, hd, 0.0f);
-      for (int s = first; s <= p; ++s) {
-        const float wgt = weights[s - first];
-        const float* vs = vc + static_cast<int64_t>(s % slots) * kv_w + g * hd;
-        for (int64_t i = 0; i < hd; ++i) out[i] += wgt * vs[i];
-      }
+      const int p = pos_ + t;
+      cache.attend(q_.data() + t * q_w + h * hd, h / group,
+                   first_visible(p, static_cast<int>(c_.sliding_window), sliding), p, scale,
+                   L.sinks[h], scores_[th].data(), attn_.data() + t * q_w + h * hd);
     }
   });
   clock.lap(timings_.attention);
@@ -268,13 +250,15 @@ void Session::moe(int layer, int n) {
   if (q8) xq_.quantize(xg, entries, d);
 
   // Gate and up of every active expert in one parallel pass, by features: a
-  // thread computes both rows of each of its features and then their clamped
-  // SwiGLU with the expert's biases.
+  // thread computes both rows of each feature it takes and then their
+  // clamped SwiGLU with the expert's biases.
   float* gate_out = gate_up_.data();
   float* up_out = gate_up_.data() + static_cast<int64_t>(entries) * ff;
   float* act = swiglu_.data();
-  pool_.run([&](int th, int nt) {
-    for_group_runs(groups.size(), ff, th, nt, [&](size_t gi, int64_t f0, int64_t f1) {
+  const int64_t n_groups = static_cast<int64_t>(groups.size());
+  ThreadPool::Chunks features(n_groups * ff, row_grain(L.gate), pool_.size());
+  pool_.run([&](int, int) {
+    take_group_runs(features, ff, [&](size_t gi, int64_t f0, int64_t f1) {
       const Group& g = groups[gi];
       const Activations a = token_rows(xg, d, g.first, g.count, q8 ? &xq_ : nullptr);
       matmul_rows(dot_, L.gate.slice(g.expert * ff, ff), f0, f1, a, gate_out + g.first * ff, ff);
@@ -289,8 +273,9 @@ void Session::moe(int layer, int n) {
   });
   const bool dq8 = L.down.wants_q8();
   if (dq8) act_q_.quantize(act, entries, ff);
-  pool_.run([&](int th, int nt) {
-    for_group_runs(groups.size(), d, th, nt, [&](size_t gi, int64_t row0, int64_t row1) {
+  ThreadPool::Chunks down_rows(n_groups * d, row_grain(L.down), pool_.size());
+  pool_.run([&](int, int) {
+    take_group_runs(down_rows, d, [&](size_t gi, int64_t row0, int64_t row1) {
       const Group& g = groups[gi];
       const Activations a = token_rows(act, ff, g.first, g.count, dq8 ? &act_q_ : nullptr);
       matmul_rows(dot_, L.down.slice(g.expert * d, d), row0, row1, a, down_.data() + g.first * d, d);

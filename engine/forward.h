@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/kernels/matmul.h"
+#include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/rope.h"
 #include "runtime/exchange.h"
@@ -91,9 +92,7 @@ class Session {
   int pos_ = 0;
   Timings timings_;
 
-  // KV cache per layer: [slots][kv_width] f32; slot = position % slots.
-  std::vector<std::vector<float>> k_cache_, v_cache_;
-  std::vector<int> slots_;
+  std::vector<LayerCache> cache_;  // by global layer; only the shard's are sized
 
   // Activations, [max_batch][width] f32.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, router_;

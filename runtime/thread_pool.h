@@ -8,6 +8,7 @@
 // kernel (C++20 atomic wait, a futex on Linux).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -36,6 +37,32 @@ class ThreadPool {
   static std::pair<int64_t, int64_t> split(int64_t n, int t, int n_threads) {
     return {n * t / n_threads, n * (t + 1) / n_threads};
   }
+
+  // Items [0, n) handed out in chunks to whichever thread of a job asks
+  // next, so that a core slowed by its neighbours takes less, where a fixed
+  // split would make every thread wait for the slowest. Chunks are guided:
+  // each is a share of what is left (a long stream for the prefetchers),
+  // shrinking to `grain` items at the end. What a chunk computes must not
+  // depend on which thread takes it.
+  class Chunks {
+   public:
+    Chunks(int64_t n, int64_t grain, int n_threads)
+        : n_(n), grain_(grain < 1 ? 1 : grain), parts_(2 * static_cast<int64_t>(n_threads)) {}
+    // The next chunk [begin, end); false when all are taken.
+    bool next(int64_t& begin, int64_t& end) {
+      begin = next_.load(std::memory_order_relaxed);
+      do {
+        if (begin >= n_) return false;
+        const int64_t size = ((n_ - begin) / parts_ + grain_ - 1) / grain_ * grain_;
+        end = std::min(n_, begin + std::max(size, grain_));
+      } while (!next_.compare_exchange_weak(begin, end, std::memory_order_relaxed));
+      return true;
+    }
+
+   private:
+    const int64_t n_, grain_, parts_;
+    std::atomic<int64_t> next_{0};
+  };
 
  private:
   void worker(int index, std::function<void(int)> on_start);

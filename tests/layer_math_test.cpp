@@ -1,11 +1,15 @@
 // The pieces of the forward pass alone, against hand-computed values:
-// YaRN RoPE (spec §2.4, §7.4), RMSNorm, the sink softmax, the sliding window
-// boundary, expert selection with ties, the SwiGLU clamp, and the sampler.
+// YaRN RoPE (spec §2.4, §7.4), RMSNorm, the sink softmax, the cached
+// attention against plain loops, the sliding window boundary, expert
+// selection with ties, the SwiGLU clamp, and the sampler.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
+#include <random>
+#include <vector>
 
+#include "engine/kv_cache.h"
 #include "engine/layer_math.h"
 #include "engine/rope.h"
 #include "engine/sampler.h"
@@ -80,6 +84,44 @@ TEST(LayerMath, SinkTakesItsShareOfTheSoftmax) {
   std::vector<float> big = {1000.0f};
   softmax_with_sink(big, 1000.0f);  // no overflow: half to the sink
   EXPECT_NEAR(big[0], 0.5f, 1e-7);
+}
+
+// The blocked cache gives the plain loops' bits: scores summed over the
+// dimensions in order, values over the positions in order, for head sizes
+// with and without a partial value block, windows across the ring's wrap
+// and runs that start and end inside key blocks.
+TEST(LayerMath, CachedAttentionIsThePlainLoop) {
+  for (int hd : {64, 24}) {
+    const int kv_heads = 3, width = kv_heads * hd, window = 21;
+    LayerCache cache(window, kv_heads, hd);  // 21 rounds up to 32 slots
+    ASSERT_EQ(cache.slots(), 32);
+    std::mt19937 rng(hd);
+    std::normal_distribution<float> normal;
+    std::vector<std::vector<float>> keys, values;
+    std::vector<float> q(hd), scores(window), out(hd);
+    for (int pos = 0; pos < 80; ++pos) {
+      keys.emplace_back(width), values.emplace_back(width);
+      for (float& x : keys.back()) x = normal(rng);
+      for (float& x : values.back()) x = normal(rng);
+      cache.store(pos, keys.back().data(), values.back().data());
+      for (float& x : q) x = normal(rng);
+      const int g = pos % kv_heads, first = first_visible(pos, window, true);
+      const float scale = 0.125f, sink = normal(rng);
+      cache.attend(q.data(), g, first, pos, scale, sink, scores.data(), out.data());
+      std::vector<float> z;
+      for (int s = first; s <= pos; ++s) {
+        float dot = 0;
+        for (int i = 0; i < hd; ++i) dot += q[i] * keys[s][g * hd + i];
+        z.push_back(dot * scale);
+      }
+      softmax_with_sink(z, sink);
+      for (int i = 0; i < hd; ++i) {
+        float want = 0;
+        for (int s = first; s <= pos; ++s) want += z[s - first] * values[s][g * hd + i];
+        ASSERT_EQ(out[i], want) << "head_dim " << hd << " position " << pos << " dim " << i;
+      }
+    }
+  }
 }
 
 TEST(LayerMath, SlidingWindowBoundary) {

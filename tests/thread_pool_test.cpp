@@ -1,7 +1,10 @@
 // The worker pool: every thread runs every job once, shares split a range
-// exactly, exceptions reach the caller, and waking is cheap.
+// exactly, chunks hand out every item once, exceptions reach the caller, and
+// waking is cheap.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <numeric>
 #include <stdexcept>
@@ -36,6 +39,37 @@ TEST(ThreadPool, SplitCoversTheRangeExactly) {
       }
       EXPECT_EQ(next, items);
     }
+  }
+}
+
+TEST(ThreadPool, ChunksShrinkInWholeGrains) {
+  for (int64_t items : {0, 1, 15, 16, 17, 1000, 201088}) {
+    ThreadPool::Chunks chunks(items, 16, 2);
+    int64_t next = 0, last_size = items;
+    for (int64_t b, e; chunks.next(b, e);) {
+      EXPECT_EQ(b, next);
+      ASSERT_GT(e, b);
+      if (e < items) {
+        EXPECT_EQ((e - b) % 16, 0) << b;  // only the last is cut short
+      }
+      EXPECT_LE(e - b, std::max<int64_t>(last_size, 16));
+      EXPECT_LE(e - b, std::max<int64_t>((items - b) / 4 + 16, 16));  // a quarter of what is left
+      last_size = e - b, next = e;
+    }
+    EXPECT_EQ(next, items);
+  }
+}
+
+TEST(ThreadPool, ChunksGiveEveryItemToOneThread) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 200; ++rep) {
+    std::vector<std::atomic<int>> taken(5000);
+    ThreadPool::Chunks chunks(5000, 7, pool.size());
+    pool.run([&](int, int) {
+      for (int64_t b, e; chunks.next(b, e);)
+        for (int64_t i = b; i < e; ++i) taken[i].fetch_add(1);
+    });
+    for (size_t i = 0; i < taken.size(); ++i) ASSERT_EQ(taken[i].load(), 1) << "item " << i;
   }
 }
 

@@ -51,6 +51,12 @@ Activations QuantizedActivations::view(const float* f, int first, int count) con
                      offset_.data() + first * d_stride, cols_, count};
 }
 
+int64_t row_grain(const Matrix& w) {
+  constexpr int64_t kPanel = 16, kBytes = 64 << 10;
+  const int64_t rows = kBytes / std::max<int64_t>(1, static_cast<int64_t>(w.row_bytes));
+  return std::max<int64_t>(1, (rows + kPanel - 1) / kPanel) * kPanel;
+}
+
 void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_t row_end,
                  const Activations& x, float* y, int64_t y_stride) {
   const int64_t n = w.cols;

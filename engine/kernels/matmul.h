@@ -32,6 +32,11 @@ class QuantizedActivations {
   int64_t cols_ = 0;
 };
 
+// The fewest rows of w worth handing a thread at a time (the grain of
+// ThreadPool::Chunks): whole 16-row panels (the batch tiles) of at least
+// ~64 KiB, a stream long enough for the prefetchers.
+int64_t row_grain(const Matrix& w);
+
 // y[t * y_stride + r] = w.row(r) . x[t] for r in [row_begin, row_end). Q8_0
 // and MXFP4 weights must be packed (kernels/packed_rows.h) and x quantized.
 void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_t row_end,

@@ -1,0 +1,81 @@
+#include "engine/kv_cache.h"
+
+#include <algorithm>
+#include <span>
+
+#include "engine/layer_math.h"
+
+namespace tps {
+
+LayerCache::LayerCache(int slots, int kv_heads, int head_dim)
+    : slots_((slots + kKeyBlock - 1) / kKeyBlock * kKeyBlock), kv_heads_(kv_heads), hd_(head_dim) {
+  const size_t width = static_cast<size_t>(kv_heads) * head_dim;
+  k_.resize(static_cast<size_t>(slots_) * width);
+  v_.resize(static_cast<size_t>(slots_) * width);
+}
+
+void LayerCache::store(int pos, const float* k, const float* v) {
+  const int slot = pos % slots_, lane = slot % kKeyBlock;
+  for (int g = 0; g < kv_heads_; ++g) {
+    float* kb = k_.data() + key_block(g, slot) + lane;
+    for (int i = 0; i < hd_; ++i) kb[i * kKeyBlock] = k[g * hd_ + i];
+  }
+  const int64_t width = static_cast<int64_t>(kv_heads_) * hd_;
+  std::copy_n(v, width, v_.data() + slot * width);
+}
+
+namespace {
+// Four floats as one value (an SSE register, which every x86-64 has): the
+// blocks below are written in these so that their sums stay in registers.
+// Lanes are independent, so every lane rounds as the plain loop does.
+using f4 = float __attribute__((vector_size(16)));
+using f4_unaligned = float __attribute__((vector_size(16), aligned(4)));
+inline f4 load4(const float* p) { return *reinterpret_cast<const f4_unaligned*>(p); }
+inline void store4(float* p, f4 v) { *reinterpret_cast<f4_unaligned*>(p) = v; }
+}  // namespace
+
+void LayerCache::attend(const float* q, int g, int first, int last, float scale, float sink,
+                        float* scores, float* out) const {
+  static_assert(kKeyBlock == 16 && kValueBlock == 32, "the blocks below are 4 and 8 registers");
+  // Scores a key block at a time, of which the visible positions take a run
+  // (a ring may wrap between two runs).
+  for (int s = first; s <= last;) {
+    const int slot = s % slots_, lane = slot % kKeyBlock;
+    const int take = std::min(kKeyBlock - lane, last - s + 1);
+    const float* kb = k_.data() + key_block(g, slot);
+    f4 a[4] = {};
+    for (int i = 0; i < hd_; ++i, kb += kKeyBlock)
+      for (int r = 0; r < 4; ++r) a[r] += q[i] * load4(kb + 4 * r);
+    float acc[kKeyBlock];
+    for (int r = 0; r < 4; ++r) store4(acc + 4 * r, a[r]);
+    for (int j = 0; j < take; ++j) scores[s - first + j] = acc[lane + j] * scale;
+    s += take;
+  }
+  const int count = last - first + 1;
+  softmax_with_sink(std::span<float>(scores, static_cast<size_t>(count)), sink);
+  // The weighted sum of values, kValueBlock dimensions at a time, over the
+  // positions' slots in one run or two (where the ring wraps).
+  const int64_t width = static_cast<int64_t>(kv_heads_) * hd_;
+  const int a = first % slots_, run = std::min(count, slots_ - a);
+  auto value = [&](int s) {  // of position first + s
+    return v_.data() + (s < run ? a + s : s - run) * width + g * hd_;
+  };
+  for (int i0 = 0; i0 < hd_; i0 += kValueBlock) {
+    if (hd_ - i0 >= kValueBlock) {
+      f4 acc[8] = {};
+      for (int s = 0; s < count; ++s) {
+        const float* vs = value(s) + i0;
+        for (int r = 0; r < 8; ++r) acc[r] += scores[s] * load4(vs + 4 * r);
+      }
+      for (int r = 0; r < 8; ++r) store4(out + i0 + 4 * r, acc[r]);
+      continue;
+    }
+    for (int i = i0; i < hd_; ++i) {  // a head size that is not a whole number of blocks
+      float acc = 0;
+      for (int s = 0; s < count; ++s) acc += scores[s] * value(s)[i];
+      out[i] = acc;
+    }
+  }
+}
+
+}  // namespace tps

@@ -1,0 +1,49 @@
+// One layer's KV cache and the attention of one query head over it (spec
+// §2.3): scores q.k / sqrt(head_dim) over the visible positions, a softmax
+// with the head's sink, the weighted sum of values.
+//
+// A position's keys and values go to slot = position % slots, so a sliding
+// layer keeps a ring of the last positions only. Values are [slots][kv
+// width]. Keys are [kv head][slots / kKeyBlock][head_dim][kKeyBlock]: the
+// scores of a block of positions are computed at once, in registers, and
+// storing a key touches a few cache lines and pages, not one per dimension.
+// Every sum runs in the plain loop's order (a score over the dimensions, a
+// value over the positions), so results are those of the obvious code.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tps {
+
+class LayerCache {
+ public:
+  static constexpr int kKeyBlock = 16;    // positions whose scores are computed together
+  static constexpr int kValueBlock = 32;  // dimensions of a value sum computed together
+
+  LayerCache() = default;
+  // At least `slots` positions (rounded up to whole key blocks).
+  LayerCache(int slots, int kv_heads, int head_dim);
+
+  int slots() const { return slots_; }
+
+  // Stores position pos's keys and values, each [kv_heads][head_dim].
+  void store(int pos, const float* k, const float* v);
+
+  // out[head_dim] = the attention of query q (one head, [head_dim]) of kv
+  // head g over positions [first, last], which must still be in the cache.
+  // scores: room for last - first + 1 floats.
+  void attend(const float* q, int g, int first, int last, float scale, float sink, float* scores,
+              float* out) const;
+
+ private:
+  // Where kv head g's key block holding slot starts in k_.
+  int64_t key_block(int g, int slot) const {
+    return (static_cast<int64_t>(g) * (slots_ / kKeyBlock) + slot / kKeyBlock) * hd_ * kKeyBlock;
+  }
+
+  int slots_ = 0, kv_heads_ = 0, hd_ = 0;
+  std::vector<float> k_, v_;
+};
+
+}  // namespace tps
