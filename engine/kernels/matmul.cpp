@@ -23,19 +23,30 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
     std::fill_n(offset, d_stride, 0.0f);
     for (int64_t b = 0; b < blocks; ++b) {
       const float* v = x + t * cols + b * 32;
+      // The loops below are written for the compiler to vectorize (decode
+      // quantizes every product's input on one thread): the maximum in 8
+      // lanes, the rounding without a library call.
+      float lanes[8] = {};
+      for (int j0 = 0; j0 < 32; j0 += 8)
+        for (int l = 0; l < 8; ++l) lanes[l] = std::max(lanes[l], std::fabs(v[j0 + l]));
       float amax = 0;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+      for (float m : lanes) amax = std::max(amax, m);
       // As ggml's Q8_0 (quantize_row_q8_0): q from the exact scale, the
       // scale kept as F16 -- the rounding llama.cpp and the reference test
       // pass apply (without it tps moved from the reference by a median
       // 0.02 nats on the tiny model).
       const float exact = amax / 127.0f, inv = exact != 0 ? 1.0f / exact : 0.0f;
       const float scale = fp16_to_fp32(fp32_to_fp16(exact));
+      // Round to nearest, ties to even (as nearbyint in the default mode):
+      // adding and taking off 1.5 x 2^23 leaves an integer for |v| <= 2^22
+      // (here |v| <= 127).
+      constexpr float kRound = 12582912.0f;
+      int8_t values[32];
+      for (int j = 0; j < 32; ++j) values[j] = static_cast<int8_t>((v[j] * inv + kRound) - kRound);
       int32_t sum = 0;
       for (int j = 0; j < 32; ++j) {
-        const int8_t value = static_cast<int8_t>(std::nearbyint(v[j] * inv));
-        q[pair_offset(b, j)] = value;
-        sum += value;
+        q[pair_offset(b, j)] = values[j];
+        sum += values[j];
       }
       std::fill_n(d + block_lane(b), 4, scale);
       offset[block_lane(b)] = 12.0f * scale * static_cast<float>(sum);
