@@ -43,12 +43,12 @@ void LayerCache::attend(const float* q, int g, int first, int last, float scale,
     const int slot = s % slots_, lane = slot % kKeyBlock;
     const int take = std::min(kKeyBlock - lane, last - s + 1);
     const float* kb = k_.data() + key_block(g, slot);
-    f4 a[4] = {};
+    f4 sum[4] = {};
     for (int i = 0; i < hd_; ++i, kb += kKeyBlock)
-      for (int r = 0; r < 4; ++r) a[r] += q[i] * load4(kb + 4 * r);
-    float acc[kKeyBlock];
-    for (int r = 0; r < 4; ++r) store4(acc + 4 * r, a[r]);
-    for (int j = 0; j < take; ++j) scores[s - first + j] = acc[lane + j] * scale;
+      for (int r = 0; r < 4; ++r) sum[r] += q[i] * load4(kb + 4 * r);
+    float block[kKeyBlock];
+    for (int r = 0; r < 4; ++r) store4(block + 4 * r, sum[r]);
+    for (int j = 0; j < take; ++j) scores[s - first + j] = block[lane + j] * scale;
     s += take;
   }
   const int count = last - first + 1;
@@ -56,18 +56,18 @@ void LayerCache::attend(const float* q, int g, int first, int last, float scale,
   // The weighted sum of values, kValueBlock dimensions at a time, over the
   // positions' slots in one run or two (where the ring wraps).
   const int64_t width = static_cast<int64_t>(kv_heads_) * hd_;
-  const int a = first % slots_, run = std::min(count, slots_ - a);
+  const int start = first % slots_, run = std::min(count, slots_ - start);
   auto value = [&](int s) {  // of position first + s
-    return v_.data() + (s < run ? a + s : s - run) * width + g * hd_;
+    return v_.data() + (s < run ? start + s : s - run) * width + g * hd_;
   };
   for (int i0 = 0; i0 < hd_; i0 += kValueBlock) {
     if (hd_ - i0 >= kValueBlock) {
-      f4 acc[8] = {};
+      f4 sum[8] = {};
       for (int s = 0; s < count; ++s) {
         const float* vs = value(s) + i0;
-        for (int r = 0; r < 8; ++r) acc[r] += scores[s] * load4(vs + 4 * r);
+        for (int r = 0; r < 8; ++r) sum[r] += scores[s] * load4(vs + 4 * r);
       }
-      for (int r = 0; r < 8; ++r) store4(out + i0 + 4 * r, acc[r]);
+      for (int r = 0; r < 8; ++r) store4(out + i0 + 4 * r, sum[r]);
       continue;
     }
     for (int i = i0; i < hd_; ++i) {  // a head size that is not a whole number of blocks

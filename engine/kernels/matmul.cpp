@@ -64,7 +64,8 @@ Activations QuantizedActivations::view(const float* f, int first, int count) con
 
 int64_t row_grain(const Matrix& w) {
   constexpr int64_t kPanel = 16, kBytes = 64 << 10;
-  const int64_t rows = kBytes / std::max<int64_t>(1, static_cast<int64_t>(w.row_bytes));
+  if (w.row_bytes == 0) return kPanel;  // a shard's empty matrix
+  const int64_t rows = kBytes / static_cast<int64_t>(w.row_bytes);
   return std::max<int64_t>(1, (rows + kPanel - 1) / kPanel) * kPanel;
 }
 
