@@ -9,7 +9,8 @@ namespace tps {
 
 void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
   cols_ = cols;
-  const int64_t blocks = cols / 32, q_stride = 64 * block_pairs(cols), d_stride = 8 * block_pairs(cols);
+  const Activations shape{.cols = cols};
+  const int64_t blocks = cols / 32, q_stride = shape.q_stride(), d_stride = shape.d_stride();
   q_.resize(tokens * q_stride), aq_.resize(tokens * q_stride);
   d_.resize(tokens * d_stride), offset_.resize(tokens * d_stride);
   for (int t = 0; t < tokens; ++t) {
@@ -56,10 +57,10 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
 }
 
 Activations QuantizedActivations::view(const float* f, int first, int count) const {
-  const int64_t q_stride = 64 * block_pairs(cols_), d_stride = 8 * block_pairs(cols_);
-  return Activations{f + first * cols_,          q_.data() + first * q_stride,
-                     aq_.data() + first * q_stride, d_.data() + first * d_stride,
-                     offset_.data() + first * d_stride, cols_, count};
+  Activations a{.f = f + first * cols_, .cols = cols_, .tokens = count};
+  a.q = q_.data() + first * a.q_stride(), a.aq = aq_.data() + first * a.q_stride();
+  a.d = d_.data() + first * a.d_stride(), a.offset = offset_.data() + first * a.d_stride();
+  return a;
 }
 
 int64_t row_grain(const Matrix& w) {

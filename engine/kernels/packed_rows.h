@@ -17,8 +17,8 @@
 //   MXFP4: block b's 16 bytes of nibbles, unchanged, at byte 16b (a pair is
 //          32 bytes: the low nibbles give lo, the high nibbles give hi).
 //          Scales: E8M0, block b at byte 16B + b.
-// Activations (quantize_q8 in matmul.h) follow the pair order, with an
-// unpaired last block's B half zero.
+// Activations (QuantizedActivations::quantize in matmul.h) follow the pair
+// order, with an unpaired last block's B half zero.
 #pragma once
 
 #include <bit>
