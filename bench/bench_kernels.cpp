@@ -85,7 +85,7 @@ std::unique_ptr<WeightPool> make_pool(GgmlType type, int64_t rows, int64_t cols,
   const uint64_t rb = row_bytes(type, cols);
   pool->matrix_bytes = rb * rows;
   pool->copies = static_cast<int>(std::max<uint64_t>(2, (min_bytes + pool->matrix_bytes - 1) / pool->matrix_bytes));
-  pool->memory = PageBuffer(pool->matrix_bytes * pool->copies);
+  pool->memory = PageBuffer(pool->matrix_bytes * pool->copies + kPackedOverread);
 
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -108,11 +108,8 @@ std::unique_ptr<WeightPool> make_pool(GgmlType type, int64_t rows, int64_t cols,
     }
   }
   if (is_packed_type(type)) {  // as load_shard leaves them
-    std::vector<uint8_t> row(rb);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(row.data(), first + r * rb, rb);
-      pack_row(type, row.data(), first + r * rb, cols);
-    }
+    const std::vector<uint8_t> file(first, first + pool->matrix_bytes);
+    pack_rows(type, file.data(), rb, first, rows, cols);
   }
   for (int i = 1; i < pool->copies; ++i)
     std::memcpy(first + i * pool->matrix_bytes, first, pool->matrix_bytes);

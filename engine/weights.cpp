@@ -20,23 +20,23 @@ namespace {
 // `count` pieces of `bytes`, `stride` apart in the file from file offset
 // src, one after another in the buffer from offset dst. Each piece is whole
 // rows of `cols` values of `type`; Q8_0 and MXFP4 rows are repacked for the
-// kernels (kernels/packed_rows.h) on the way, others copied.
+// kernels (kernels/packed_rows.h) on the way, others copied. A run of a
+// packed type starts a matrix or a whole tile of one.
 struct Run {
   uint64_t src, dst, bytes, count, stride;
   GgmlType type;
   int64_t cols;
   uint64_t total() const { return bytes * count; }
   void copy(const uint8_t* file, uint8_t* buffer) const {
-    const uint64_t row = row_bytes(type, cols);
-    for (uint64_t k = 0; k < count; ++k) {
-      const uint8_t* from = file + src + k * stride;
-      uint8_t* to = buffer + dst + k * bytes;
-      if (!is_packed_type(type)) {
-        std::memcpy(to, from, bytes);
-        continue;
-      }
-      for (uint64_t off = 0; off < bytes; off += row) pack_row(type, from + off, to + off, cols);
+    if (!is_packed_type(type)) {
+      for (uint64_t k = 0; k < count; ++k) std::memcpy(buffer + dst + k * bytes, file + src + k * stride, bytes);
+      return;
     }
+    // Its rows: one piece of rows, or pieces of one row each.
+    const uint64_t row = row_bytes(type, cols);
+    const bool one_piece = count == 1;
+    pack_rows(type, file + src, one_piece ? row : stride, buffer + dst,
+              static_cast<int64_t>(one_piece ? bytes / row : count), cols);
   }
 };
 
@@ -53,16 +53,17 @@ class Layout {
                        GgmlType type, int64_t cols) {
     size_ = (size_ + 63) & ~uint64_t{63};
     const uint8_t* at = base_ ? base_ + size_ : nullptr;
-    // Runs of at most ~1 MB (or one row), so that threads share the copy
-    // evenly.
+    // Runs of at most ~1 MB (or one tile of rows), so that threads share
+    // the copy evenly; whole tiles, so that each run packs its own.
     constexpr uint64_t kPiece = 1 << 20;
     const uint64_t row = row_bytes(type, cols);
+    auto tiles_of = [](uint64_t rows) { return std::max<uint64_t>(1, rows / kTileRows) * kTileRows; };
     if (count == 1 && bytes > kPiece) {
-      const uint64_t step = std::max<uint64_t>(1, kPiece / row) * row;
+      const uint64_t step = tiles_of(kPiece / row) * row;
       for (uint64_t off = 0; off < bytes; off += step)
         runs_.push_back({src + off, size_ + off, std::min(step, bytes - off), 1, 0, type, cols});
     } else if (bytes > 0 && count > 0) {
-      const uint64_t per = std::max<uint64_t>(1, kPiece / bytes);
+      const uint64_t per = tiles_of(kPiece / bytes);
       for (uint64_t i = 0; i < count; i += per)
         runs_.push_back({src + i * stride, size_ + i * bytes, bytes, std::min(per, count - i), stride,
                          type, cols});
@@ -168,7 +169,7 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
                        ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress) {
   Layout sizing;
   build(sizing, file, config, shard);
-  RankWeights out{PageBuffer(sizing.size()), {}};
+  RankWeights out{PageBuffer(sizing.size() + kPackedOverread), {}};
   Layout layout(out.memory.data());
   out.views = build(layout, file, config, shard);
 

@@ -21,13 +21,13 @@ const char* isa_name(Isa isa);
 
 // T tokens' activations as the kernels take them: floats f [T][cols] and,
 // for quantized weights, the same quantized to int8 by blocks of 32 (scale
-// max|x| / 127), in the pair order of kernels/packed_rows.h, per token:
-//   q  [pairs][64]  the int8 values,
-//   aq [pairs][64]  their absolute values (|q| <= 127),
-//   d  [pairs][8]   the scales, [dA x4 | dB x4] (0 for a missing B),
-//   offset [pairs][8]  12 x d x the sum of the block's q, in the first of
-//                  its four lanes (0 in the others): what the MXFP4
-//                  kernels' unsigned weights (value + 12) add, taken off.
+// max|x| / 127), by groups of 8 blocks in the quad order of
+// kernels/packed_rows.h (lanes past the last block zero), per token:
+//   q  [groups][256]  the int8 values,
+//   aq [groups][256]  their absolute values (|q| <= 127),
+//   d  [groups][8]    the blocks' scales (block 8k + b in lane b),
+//   offset [groups][8]  12 x d x the sum of the block's q: what the MXFP4
+//                     kernels' unsigned weights (value + 12) add, taken off.
 struct Activations {
   const float* f = nullptr;
   const int8_t* q = nullptr;
@@ -36,18 +36,20 @@ struct Activations {
   const float* offset = nullptr;
   int64_t cols = 0;
   int tokens = 0;
-  int64_t q_stride() const { return 64 * block_pairs(cols); }  // bytes per token in q, aq
-  int64_t d_stride() const { return 8 * block_pairs(cols); }   // floats per token in d
+  int64_t q_stride() const { return 256 * block_groups(cols); }  // bytes per token in q, aq
+  int64_t d_stride() const { return 8 * block_groups(cols); }    // floats per token in d, offset
 };
 
 struct DotKernels {
   Isa isa;
-  // y[t * y_stride + r] = row r . token t for rows [0, rows) of packed
-  // weights starting at w (row_bytes apart) and every token of x. A row's
-  // result does not depend on how many rows or tokens a call has, so that
+  // y[t * y_stride + r - row_begin] = row r . token t for the rows
+  // [row_begin, row_end) of a packed matrix (kernels/packed_rows.h) of
+  // `rows` rows row_bytes long starting at w, and every token of x. A row's
+  // result does not depend on which rows or tokens a call has, so that
   // results do not depend on how rows are split between threads.
   using QuantizedMatmul = void (*)(const uint8_t* w, uint64_t row_bytes, int64_t rows,
-                                   const Activations& x, float* y, int64_t y_stride);
+                                   int64_t row_begin, int64_t row_end, const Activations& x,
+                                   float* y, int64_t y_stride);
   QuantizedMatmul q8_0, mxfp4;
   // One float row of n values . x.
   float (*f32)(const uint8_t* w, const float* x, int64_t n);

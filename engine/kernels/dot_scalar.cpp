@@ -7,50 +7,54 @@
 namespace tps {
 namespace {
 
-// Value j of block b of a packed row of `blocks` blocks, and the block's
+// Value j of block b of row r of a tile of T packed rows, and the block's
 // scale, as the formats of kernels/packed_rows.h store them.
 struct Q8_0Row {
+  static constexpr GgmlType kType = GgmlType::Q8_0;
   static constexpr float kFinalScale = 1.0f;
-  static int value(const uint8_t* row, int64_t blocks, int64_t b, int j) {
-    const bool paired = b / 2 < blocks / 2;
-    return static_cast<int8_t>(row[paired ? pair_offset(b, j) : 32 * b + j]);
+  static int value(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b, int j) {
+    return static_cast<int8_t>(tile[packed_value_offset(kType, blocks, T, r, b, j)]);
   }
-  static float scale(const uint8_t* row, int64_t blocks, int64_t b) {
+  static float scale(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b) {
     uint16_t h;
-    std::memcpy(&h, row + 32 * blocks + 2 * b, 2);
+    std::memcpy(&h, tile + packed_scale_offset(kType, blocks, T, r, b), 2);
     return fp16_to_fp32(h);
   }
 };
 
 struct Mxfp4Row {
+  static constexpr GgmlType kType = GgmlType::MXFP4;
   static constexpr float kFinalScale = 0.5f;  // the value table is doubled
-  static int value(const uint8_t* row, int64_t, int64_t b, int j) {
-    const uint8_t byte = row[16 * b + j % 16];
+  static int value(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b, int j) {
+    const uint8_t byte = tile[packed_value_offset(kType, blocks, T, r, b, j)];
     return kMxfp4DoubledValues[j < 16 ? byte & 0x0F : byte >> 4];
   }
-  static float scale(const uint8_t* row, int64_t blocks, int64_t b) {
-    return e8m0_bits_to_fp32(row[16 * blocks + b]);
+  static float scale(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b) {
+    return e8m0_bits_to_fp32(tile[packed_scale_offset(kType, blocks, T, r, b)]);
   }
 };
 
 // Per block an exact integer sum, then one float multiply-add; the sum of
 // blocks in order, times the format's final scale.
 template <typename Row>
-void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x,
-                      float* y, int64_t y_stride) {
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
+                      int64_t row_end, const Activations& x, float* y, int64_t y_stride) {
   const int64_t blocks = x.cols / 32;
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = w + r * row_bytes;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t T = tile_rows(row, rows), r = row % T;
+    const uint8_t* tile = w + (row - r) * row_bytes;
     for (int t = 0; t < x.tokens; ++t) {
       const int8_t* q = x.q + t * x.q_stride();
       const float* d = x.d + t * x.d_stride();
       float sum = 0;
       for (int64_t b = 0; b < blocks; ++b) {
+        const int8_t* group = q + 256 * (b / kGroupBlocks);
+        const int lane = static_cast<int>(b % kGroupBlocks);
         int32_t s = 0;
-        for (int j = 0; j < 32; ++j) s += Row::value(row, blocks, b, j) * q[pair_offset(b, j)];
-        sum += static_cast<float>(s) * d[block_lane(b)] * Row::scale(row, blocks, b);
+        for (int j = 0; j < 32; ++j) s += Row::value(tile, blocks, T, r, b, j) * group[group_position(lane, j)];
+        sum += static_cast<float>(s) * d[b] * Row::scale(tile, blocks, T, r, b);
       }
-      y[t * y_stride + r] = sum * Row::kFinalScale;
+      y[t * y_stride + row - row_begin] = sum * Row::kFinalScale;
     }
   }
 }

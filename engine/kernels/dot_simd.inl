@@ -18,25 +18,21 @@ inline float hsum(__m256 v) {
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m256i load128_low(const void* p) {  // upper half zero
-  return _mm256_zextsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+
+// Lanes [0, g) all ones, the others zero.
+inline __m256 lane_mask(int g) {
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-// One pair of blocks of a weight row (kernels/packed_rows.h) as a format
-// decodes it: bytes lo = [A0..15 B0..15], hi = [A16..31 B16..31] and the
-// blocks' scales [sA x4 | sB x4]. The last pair (Tail) of a row with an odd
-// number of blocks has no B: its B scale is zero (and so is the B half of
-// the activations).
-struct Pair {
-  __m256i lo, hi;
-  __m256 scale;
+// Token t's activations of group k: 256 bytes of q and of aq (quad j at
+// 32j), and the group's 8 d and offset lanes.
+struct XGroup {
+  const int8_t *q, *aq;
+  const float *d, *offset;
 };
-
-inline __m256i x_values(const Activations& x, int t, int64_t p, int half) {
-  return load256(x.q + t * x.q_stride() + 64 * p + 32 * half);
-}
-inline __m256 x_scales(const Activations& x, int t, int64_t p) {
-  return _mm256_loadu_ps(x.d + t * x.d_stride() + 8 * p);
+inline XGroup x_group(const Activations& x, int t, int64_t k) {
+  return {x.q + t * x.q_stride() + 256 * k, x.aq + t * x.q_stride() + 256 * k,
+          x.d + t * x.d_stride() + 8 * k, x.offset + t * x.d_stride() + 8 * k};
 }
 
 // VNNI: 8 int32 lanes += the products of unsigned bytes u and signed bytes
@@ -46,37 +42,46 @@ inline __m256 x_scales(const Activations& x, int t, int64_t p) {
 inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 #endif
 
+// A format reads a row's group of g blocks (g = 8 but in a row's last
+// group) from its values and scales (kernels/packed_rows.h): half h of the
+// values as the four quad vectors 4h..4h+3 (lane b = block b), the integer
+// sum per block of those quads times a token's, and the blocks' scales as 8
+// floats. In a last group, lanes g..7 of the vectors and scales are
+// whatever bytes follow (kPackedOverread): their activations are zero, so
+// their products are too, and the kernel zeroes their scales.
 struct Q8_0Format {
-  static constexpr int kPairBytes = 64;
+  static constexpr int kValueBytes = 32, kScaleBytes = 2;
   static constexpr float kFinalScale = 1.0f;
-  // F16 scales hA hB -> hA x4 hB x4 for the conversion to 8 floats.
-  const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
 
-  template <bool Tail>
-  Pair pair(const uint8_t* row, int64_t blocks, int64_t p) const {
-    const uint8_t* values = row + 64 * p;
-    uint32_t h = 0;
-    std::memcpy(&h, row + 32 * blocks + 4 * p, Tail ? 2 : 4);
-    const __m256 scale = _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(h)), spread));
-    if (Tail) return {load128_low(values), load128_low(values + 16), scale};
-    return {load256(values), load256(values + 32), scale};
+  static void decode(const uint8_t* values, int g, int h, __m256i (&w)[4]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) w[i] = load256(values + 4 * g * (4 * h + i));
+  }
+  static __m256 scales(const uint8_t* s) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
   }
 
-  // The pair's w . x of token t, per lane, times the activation scales. Both
-  // sides are signed: |x| times w with x's sign makes them unsigned x signed.
-  static __m256 products(const Pair& w, const Activations& x, int t, int64_t p) {
-    const int8_t* aq = x.aq + t * x.q_stride() + 64 * p;
-    const __m256i lo = _mm256_sign_epi8(w.lo, x_values(x, t, p, 0));
-    const __m256i hi = _mm256_sign_epi8(w.hi, x_values(x, t, p, 1));
+  // Both sides are signed: |x| times w with x's sign makes them unsigned x
+  // signed.
+  static __m256i half_sum(const __m256i (&w)[4], const XGroup& x, int h) {
+    const int8_t* q = x.q + 128 * h;
+    const int8_t* aq = x.aq + 128 * h;
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m256i signed_w = _mm256_sign_epi8(w[i], load256(q + 32 * i));
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    const __m256i sum = dot_u8s8(dot_u8s8(_mm256_setzero_si256(), load256(aq), lo), load256(aq + 32), hi);
+      sum = dot_u8s8(sum, load256(aq + 32 * i), signed_w);
 #else
-    // A pair of products is at most 2 x 127 x 127: one fits int16, two not.
-    const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(load256(aq), lo), ones),
-                                         _mm256_madd_epi16(_mm256_maddubs_epi16(load256(aq + 32), hi), ones));
+      // A pair of products is at most 2 x 127 x 127: one fits int16, two not.
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(load256(aq + 32 * i), signed_w),
+                                                    _mm256_set1_epi16(1)));
 #endif
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), x_scales(x, t, p));
+    }
+    return sum;
+  }
+  static __m256 products(__m256i sum, const XGroup& x) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(x.d));
   }
 };
 
@@ -85,98 +90,158 @@ struct Q8_0Format {
 // of each activation block that this adds is taken off again with the
 // activations' offset plane.
 struct Mxfp4Format {
-  static constexpr int kPairBytes = 32;
+  static constexpr int kValueBytes = 16, kScaleBytes = 1;
   static constexpr float kFinalScale = 0.5f;  // undoes the doubling
-  const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
-                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  // E8M0 scales eA eB (in every 16-bit lane) -> int32 lanes eA x4 | eB x4.
-  const __m256i spread = _mm256_setr_epi8(0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1,
-                                          1, -1, -1, -1, 1, -1, -1, -1, 1, -1, -1, -1, 1, -1, -1, -1);
 
-  template <bool Tail>
-  Pair pair(const uint8_t* row, int64_t blocks, int64_t p) const {
-    const __m256i q = Tail ? load128_low(row + 32 * p) : load256(row + 32 * p);
-    uint16_t e = 0;
-    std::memcpy(&e, row + 16 * blocks + 2 * p, Tail ? 1 : 2);
-    // 2^(e - 127) from the exponent bits (e8m0_bits_to_fp32).
-    const __m256i bits = _mm256_slli_epi32(_mm256_shuffle_epi8(_mm256_set1_epi16(static_cast<short>(e)), spread), 23);
-    return {_mm256_shuffle_epi8(table, _mm256_and_si256(q, nibble)),
-            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble)),
-            _mm256_castsi256_ps(bits)};
+  static void decode(const uint8_t* values, int g, int h, __m256i (&w)[4]) {
+    const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                           12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {  // byte vector m = 2h + i: quads 2m (low), 2m + 1 (high)
+      const int m = 2 * h + i;
+      const __m256i bytes = load256(values + 4 * g * m);
+      w[2 * i] = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
+      w[2 * i + 1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+    }
+  }
+  // 2^(e - 127) from the exponent bits (e8m0_bits_to_fp32).
+  static __m256 scales(const uint8_t* s) {
+    const __m256i bits = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(bits, 23));
   }
 
-  static __m256 products(const Pair& w, const Activations& x, int t, int64_t p) {
-    const __m256i xlo = x_values(x, t, p, 0), xhi = x_values(x, t, p, 1);
+  static __m256i half_sum(const __m256i (&w)[4], const XGroup& x, int h) {
+    const int8_t* q = x.q + 128 * h;
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    const __m256i sum = dot_u8s8(dot_u8s8(_mm256_setzero_si256(), w.lo, xlo), w.hi, xhi);
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) sum = dot_u8s8(sum, w[i], load256(q + 32 * i));
+    return sum;
 #else
-    // A pair of products is at most 2 x 24 x 127: lo and hi add in int16.
-    const __m256i sum = _mm256_madd_epi16(
-        _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, xlo), _mm256_maddubs_epi16(w.hi, xhi)),
-        _mm256_set1_epi16(1));
+    // A pair of products is at most 2 x 24 x 127 = 6096: four pairs add up
+    // in int16 (24384).
+    auto pair = [&](int i) { return _mm256_maddubs_epi16(w[i], load256(q + 32 * i)); };
+    const __m256i sum16 = _mm256_add_epi16(_mm256_add_epi16(pair(0), pair(1)), _mm256_add_epi16(pair(2), pair(3)));
+    return _mm256_madd_epi16(sum16, _mm256_set1_epi16(1));
 #endif
-    return _mm256_fmsub_ps(_mm256_cvtepi32_ps(sum), x_scales(x, t, p),
-                           _mm256_loadu_ps(x.offset + t * x.d_stride() + 8 * p));
+  }
+  static __m256 products(__m256i sum, const XGroup& x) {
+    return _mm256_fmsub_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(x.d), _mm256_loadu_ps(x.offset));
   }
 };
 
-// R rows x N tokens: each pair of weight blocks is decoded once for the N
-// tokens. Every (row, token) result goes through the same operations in the
-// same order whatever R and N are.
+// One row's group k of g blocks (values and scales at v, s) x N tokens:
+// the row's group is decoded once for the N tokens. Every (row, token)
+// result goes through the same operations in the same order whatever the
+// tile's shape.
+template <int N, bool Tail, typename Format>
+__attribute__((always_inline)) inline void row_group(const uint8_t* v, const uint8_t* s, int g,
+                                                     const Activations& x, int t0, int64_t k,
+                                                     __m256 (&acc)[N]) {
+  XGroup xg[N];
+  __m256i sum[N];
+#pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) xg[t] = x_group(x, t0 + t, k);
+  if constexpr (N == 1) {
+    // Opaque to the optimizer, so that the token's activations stay memory
+    // operands of the products: hoisted out of the loop over a tile's rows,
+    // GCC kept them in registers and spilled the tile's other values
+    // (decode 20% slower).
+    asm("" : "+r"(xg[0].q), "+r"(xg[0].aq), "+r"(xg[0].d), "+r"(xg[0].offset));
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256i w[4];
+    Format::decode(v, g, h, w);
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      const __m256i part = Format::half_sum(w, xg[t], h);
+      sum[t] = h ? _mm256_add_epi32(sum[t], part) : part;
+    }
+  }
+  const __m256 ws = Tail ? _mm256_and_ps(Format::scales(s), lane_mask(g)) : Format::scales(s);
+#pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) acc[t] = _mm256_fmadd_ps(Format::products(sum[t], xg[t]), ws, acc[t]);
+}
+
+// How far ahead of a decode tile its stream is fetched: the weights are
+// read once, one tile after another (packed_rows.h), and without it loads
+// wait on memory with the integer units idle. 2 KiB was as fast as or
+// faster than 1, 3, 4 and 8 KiB and than fetching into L2 16 or 48 KiB
+// ahead (bench_kernels, PERFORMANCE.md).
+constexpr int64_t kPrefetchBytes = 2048;
+
+// Rows r0..r0+R-1 of a tile of T rows, group k of g blocks (at `group`).
 template <int R, int N, bool Tail, typename Format>
-inline void tile_step(const Format& f, const uint8_t* w, uint64_t row_bytes, int64_t blocks,
-                      const Activations& x, int t0, int64_t p, __m256 (&acc)[R][N]) {
+__attribute__((always_inline)) inline void group_step(const uint8_t* group, int64_t T, int64_t r0, int g,
+                                                      const Activations& x, int t0, int64_t k,
+                                                      __m256 (&acc)[R][N]) {
+  constexpr int V = Format::kValueBytes, S = Format::kScaleBytes;
+  const uint8_t* values = group + r0 * g * V;
+  const uint8_t* scales = group + T * g * V + r0 * g * S;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    // Decode streams the weights once: fetch the same place four tiles
-    // ahead, or loads wait on memory with the integer units idle (one core
-    // streamed Q8_0 at 9.0 GB/s without this, 13.8 with it: PERFORMANCE.md).
-    if constexpr (N == 1)
-      _mm_prefetch(reinterpret_cast<const char*>(w + (r + 4 * R) * row_bytes + Format::kPairBytes * p),
-                   _MM_HINT_T0);
-    const Pair pw = f.template pair<Tail>(w + r * row_bytes, blocks, p);
-#pragma GCC unroll 8
-    for (int t = 0; t < N; ++t)
-      acc[r][t] = _mm256_fmadd_ps(Format::products(pw, x, t0 + t, p), pw.scale, acc[r][t]);
+    if constexpr (N == 1) {
+      // Each row fetches its own lines ahead, spread over the rows (a
+      // tile's lines at once were slower for Q8_0's 17 a group).
+      for (int off = 0; off < 8 * V; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(values + r * g * V + kPrefetchBytes + off), _MM_HINT_T0);
+      if (r == R - 1) _mm_prefetch(reinterpret_cast<const char*>(scales + kPrefetchBytes), _MM_HINT_T0);
+    }
+    row_group<N, Tail, Format>(values + r * g * V, scales + r * g * S, g, x, t0, k, acc[r]);
   }
 }
 
+// Rows r0..r0+R-1 of the tile of T rows at `tile` x tokens t0..t0+N-1, into
+// y[(t0 + t) * y_stride + r].
 template <int R, int N, typename Format>
-void tile(const Format& f, const uint8_t* w, uint64_t row_bytes, const Activations& x, int t0,
-          float* y, int64_t y_stride) {
-  const int64_t blocks = x.cols / 32, full = blocks / 2;
+void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int t0, float* y,
+          int64_t y_stride) {
+  const int64_t blocks = x.cols / 32, full = blocks / kGroupBlocks;
+  const int tail = static_cast<int>(blocks % kGroupBlocks);
+  const int64_t group_bytes = T * kGroupBlocks * (Format::kValueBytes + Format::kScaleBytes);
   __m256 acc[R][N];
   for (auto& row : acc)
     for (auto& a : row) a = _mm256_setzero_ps();
-  for (int64_t p = 0; p < full; ++p) tile_step<R, N, false>(f, w, row_bytes, blocks, x, t0, p, acc);
-  if (blocks % 2) tile_step<R, N, true>(f, w, row_bytes, blocks, x, t0, full, acc);
+  for (int64_t k = 0; k < full; ++k)
+    group_step<R, N, false, Format>(tile + k * group_bytes, T, r0, kGroupBlocks, x, t0, k, acc);
+  if (tail) group_step<R, N, true, Format>(tile + full * group_bytes, T, r0, tail, x, t0, full, acc);
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < N; ++t) y[(t0 + t) * y_stride + r] = hsum(acc[r][t]) * Format::kFinalScale;
 }
 
-// Tiles over all rows and tokens. Decode (one token) goes four rows at a
-// time. A batch goes by panels of 16 rows: for each tile of four tokens
-// (then 2, 1), each row of the panel in turn, so that the panel's weights
-// and the tile's activations both stay in L2 while they meet (a row against
-// every token would stream the whole batch's activations from L3 for every
-// row). The shapes were chosen by measurement (docs/PERFORMANCE.md).
+// Tiles over the rows and all tokens. Decode (one token) goes a whole tile
+// of four rows at a time. A batch goes by panels of 16 rows: for each tile
+// of four tokens (then 2, 1), each row of the panel in turn, so that the
+// panel's weights and the tile's activations both stay in L2 while they meet
+// (a row against every token would stream the whole batch's activations
+// from L3 for every row). The shapes were chosen by measurement
+// (docs/PERFORMANCE.md).
 template <typename Format>
-void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x,
-                      float* y, int64_t y_stride) {
-  constexpr int64_t kDecodeRows = 4, kPanel = 16;
-  const Format f;
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
+                      int64_t row_end, const Activations& x, float* y, int64_t y_stride) {
+  constexpr int64_t kPanel = 16;
+  // Row `row` alone, within its tile.
+  auto one_row = [&]<int N>(int64_t row, int t) {
+    const int64_t T = tile_rows(row, rows), r = row % T;
+    tile<1, N, Format>(w + (row - r) * row_bytes, T, r, x, t, y + (row - row_begin), y_stride);
+  };
   if (x.tokens == 1) {
-    int64_t r = 0;
-    for (; r + kDecodeRows <= rows; r += kDecodeRows)
-      tile<kDecodeRows, 1>(f, w + r * row_bytes, row_bytes, x, 0, y + r, y_stride);
-    for (; r < rows; ++r) tile<1, 1>(f, w + r * row_bytes, row_bytes, x, 0, y + r, y_stride);
+    for (int64_t row = row_begin; row < row_end;) {
+      if (row % kTileRows == 0 && row + kTileRows <= row_end && tile_rows(row, rows) == kTileRows) {
+        tile<kTileRows, 1, Format>(w + row * row_bytes, kTileRows, 0, x, 0, y + (row - row_begin), y_stride);
+        row += kTileRows;
+      } else {
+        one_row.template operator()<1>(row++, 0);
+      }
+    }
     return;
   }
-  for (int64_t r0 = 0; r0 < rows; r0 += kPanel) {
-    const int64_t r1 = std::min(rows, r0 + kPanel);
+  for (int64_t p0 = row_begin; p0 < row_end; p0 += kPanel) {
+    const int64_t p1 = std::min(row_end, p0 + kPanel);
     auto panel = [&]<int N>(int t) {
-      for (int64_t r = r0; r < r1; ++r) tile<1, N>(f, w + r * row_bytes, row_bytes, x, t, y + r, y_stride);
+      for (int64_t row = p0; row < p1; ++row) one_row.template operator()<N>(row, t);
     };
     int t = 0;
     for (; t + 4 <= x.tokens; t += 4) panel.template operator()<4>(t);
@@ -185,14 +250,14 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, const 
   }
 }
 
-void q8_0(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x, float* y,
-          int64_t y_stride) {
-  quantized_matmul<Q8_0Format>(w, row_bytes, rows, x, y, y_stride);
+void q8_0(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+          const Activations& x, float* y, int64_t y_stride) {
+  quantized_matmul<Q8_0Format>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
 }
 
-void mxfp4(const uint8_t* w, uint64_t row_bytes, int64_t rows, const Activations& x, float* y,
-           int64_t y_stride) {
-  quantized_matmul<Mxfp4Format>(w, row_bytes, rows, x, y, y_stride);
+void mxfp4(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+           const Activations& x, float* y, int64_t y_stride) {
+  quantized_matmul<Mxfp4Format>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
 }
 
 // Float weights: Load turns 8 weights at p into 8 floats.

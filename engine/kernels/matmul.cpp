@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/error.h"
 
@@ -18,10 +19,10 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
     int8_t* aq = aq_.data() + t * q_stride;
     float* d = d_.data() + t * d_stride;
     float* offset = offset_.data() + t * d_stride;
-    // An unpaired last block leaves the B half of its pair zero.
-    std::fill_n(q + q_stride - 64, 64, int8_t{0});
+    // The lanes of a last group past the row's last block stay zero.
+    std::fill_n(q + q_stride - 256, 256, int8_t{0});
     std::fill_n(d + d_stride - 8, 8, 0.0f);
-    std::fill_n(offset, d_stride, 0.0f);
+    std::fill_n(offset + d_stride - 8, 8, 0.0f);
     for (int64_t b = 0; b < blocks; ++b) {
       const float* v = x + t * cols + b * 32;
       // The loops below are written for the compiler to vectorize (decode
@@ -45,12 +46,13 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
       int8_t values[32];
       for (int j = 0; j < 32; ++j) values[j] = static_cast<int8_t>((v[j] * inv + kRound) - kRound);
       int32_t sum = 0;
-      for (int j = 0; j < 32; ++j) {
-        q[pair_offset(b, j)] = values[j];
-        sum += values[j];
-      }
-      std::fill_n(d + block_lane(b), 4, scale);
-      offset[block_lane(b)] = 12.0f * scale * static_cast<float>(sum);
+      for (int j = 0; j < 32; ++j) sum += values[j];
+      // Quad by quad into the group's lane (kernels/packed_rows.h).
+      int8_t* group = q + 256 * (b / kGroupBlocks);
+      const int lane = static_cast<int>(b % kGroupBlocks);
+      for (int j = 0; j < 32; j += 4) std::memcpy(group + group_position(lane, j), values + j, 4);
+      d[b] = scale;
+      offset[b] = 12.0f * scale * static_cast<float>(sum);
     }
     for (int64_t i = 0; i < q_stride; ++i) aq[i] = static_cast<int8_t>(std::abs(q[i]));
   }
@@ -74,7 +76,7 @@ void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_
                  const Activations& x, float* y, int64_t y_stride) {
   const int64_t n = w.cols;
   auto integer = [&](DotKernels::QuantizedMatmul kernel) {
-    if (row_end > row_begin) kernel(w.row(row_begin), w.row_bytes, row_end - row_begin, x, y + row_begin, y_stride);
+    if (row_end > row_begin) kernel(w.data, w.row_bytes, w.rows, row_begin, row_end, x, y + row_begin, y_stride);
   };
   auto floats = [&](auto dot) {
     for (int64_t r = row_begin; r < row_end; ++r) {

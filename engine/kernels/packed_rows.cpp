@@ -1,39 +1,76 @@
 #include "engine/kernels/packed_rows.h"
 
+#include <algorithm>
 #include <cstring>
 
-#include "engine/quant_blocks.h"
 #include "runtime/error.h"
 
 namespace tps {
+namespace {
 
-void pack_row(GgmlType type, const uint8_t* src, uint8_t* dst, int64_t cols) {
-  const int64_t blocks = cols / 32;
-  switch (type) {
-    case GgmlType::Q8_0: {
-      constexpr int64_t kBlock = sizeof(BlockQ8_0);
-      auto values = [&](int64_t b) { return src + b * kBlock + 2; };
-      for (int64_t b = 0; b < blocks; ++b) std::memcpy(dst + 32 * blocks + 2 * b, src + b * kBlock, 2);
-      int64_t b = 0;
-      for (; b + 2 <= blocks; b += 2) {
-        uint8_t* pair = dst + 32 * b;
-        std::memcpy(pair, values(b), 16);
-        std::memcpy(pair + 16, values(b + 1), 16);
-        std::memcpy(pair + 32, values(b) + 16, 16);
-        std::memcpy(pair + 48, values(b + 1) + 16, 16);
-      }
-      if (b < blocks) std::memcpy(dst + 32 * b, values(b), 32);
-      return;
+// A packed type's bytes per block: values (V) and scale (S), and the bytes
+// of a vector's quad within a block's values: Q8_0 quad k is values
+// 16 (k % 2) + 4 (k / 2) ..+3; MXFP4 vector m is bytes 4m..4m+3.
+struct Format {
+  int64_t V, S;
+  int vectors;  // per group
+  static Format of(GgmlType type) {
+    switch (type) {
+      case GgmlType::Q8_0: return {32, 2, 8};
+      case GgmlType::MXFP4: return {16, 1, 4};
+      default: throw Error(cat("packed rows: ", type_name(type), " rows are not repacked"));
     }
-    case GgmlType::MXFP4: {
-      constexpr int64_t kBlock = sizeof(BlockMxfp4);
-      for (int64_t b = 0; b < blocks; ++b) {
-        dst[16 * blocks + b] = src[b * kBlock];
-        std::memcpy(dst + 16 * b, src + b * kBlock + 1, 16);
+  }
+  int source_byte(int vector) const { return vectors == 8 ? 16 * (vector % 2) + 4 * (vector / 2) : 4 * vector; }
+};
+
+// Where row r's group of block b starts, in a tile of T rows: its values and
+// scales, and the group's lanes g.
+struct GroupPlace {
+  int64_t values, scales;
+  int g;
+};
+GroupPlace group_place(const Format& f, int64_t blocks, int64_t T, int64_t r, int64_t b) {
+  const int64_t k = b / kGroupBlocks, first = k * kGroupBlocks;
+  const int g = static_cast<int>(std::min<int64_t>(kGroupBlocks, blocks - first));
+  const int64_t start = first * T * (f.V + f.S);  // the groups before are full
+  return {start + r * g * f.V, start + T * g * f.V + r * g * f.S, g};
+}
+
+}  // namespace
+
+int64_t packed_value_offset(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b, int j) {
+  const Format f = Format::of(type);
+  const GroupPlace at = group_place(f, blocks, T, r, b);
+  const int vector = f.vectors == 8 ? group_position(0, j) / 32 : (j % 16) / 4;
+  return at.values + 4 * at.g * vector + 4 * (b % kGroupBlocks) + j % 4;
+}
+
+int64_t packed_scale_offset(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b) {
+  const Format f = Format::of(type);
+  return group_place(f, blocks, T, r, b).scales + f.S * (b % kGroupBlocks);
+}
+
+void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t rows,
+               int64_t cols) {
+  const Format f = Format::of(type);
+  const int64_t blocks = cols / 32, row = blocks * (f.V + f.S);
+  for (int64_t r0 = 0; r0 < rows;) {
+    const int64_t T = tile_rows(r0, rows);
+    uint8_t* tile = dst + r0 * row;
+    for (int64_t r = 0; r < T; ++r) {
+      const uint8_t* in = src + (r0 + r) * src_stride;
+      for (int64_t first = 0; first < blocks; first += kGroupBlocks) {
+        const GroupPlace at = group_place(f, blocks, T, r, first);
+        for (int lane = 0; lane < at.g; ++lane) {
+          const uint8_t* block = in + (first + lane) * (f.V + f.S);  // [scale][values]
+          std::memcpy(tile + at.scales + f.S * lane, block, f.S);
+          for (int v = 0; v < f.vectors; ++v)
+            std::memcpy(tile + at.values + 4 * at.g * v + 4 * lane, block + f.S + f.source_byte(v), 4);
+        }
       }
-      return;
     }
-    default: throw Error(cat("pack_row: ", type_name(type), " rows are not repacked"));
+    r0 += T;
   }
 }
 

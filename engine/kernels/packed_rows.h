@@ -1,24 +1,38 @@
-// The layout tps keeps quantized weight rows in, and the layout of the int8
-// activations they are multiplied with. Rows are repacked once, at load, so
-// that the integer kernels load whole vectors with no per-block shuffling:
+// The layout tps keeps quantized weight matrices in, and the layout of the
+// int8 activations they are multiplied with. Matrices are repacked once, at
+// load, so that the kernels read one sequential stream and load whole
+// vectors with no per-block shuffling.
 //
-//   GGUF row (B blocks):  [scale|values] [scale|values] ...   (34 / 17 bytes a block)
-//   packed row:           [values of every block] [scales of every block]
+// Rows go by tiles of 4 (the rows a decode step computes at once); the last
+// rows % 4 rows of a matrix are tiles of 1. A tile of T rows takes the bytes
+// of its T rows in the file, in groups of 8 blocks (256 values; the last
+// group of a row may have fewer, g):
 //
-// The bytes per row are unchanged, so a packed matrix has the file's shape,
-// row size and slicing. Values go by pairs of blocks A, B (blocks 2p, 2p+1)
-// so that one pair fills two 256-bit vectors of int8, lo = [A0..15 B0..15]
-// and hi = [A16..31 B16..31]: the products of a pair then add into 8 int32
-// lanes, 4 per block, and one float multiply-add with [sA x4 | sB x4]
-// applies both scales.
-//   Q8_0:  pair p at byte 64p: A0..15 B0..15 A16..31 B16..31 (int8).
-//          A last, unpaired block keeps its natural order (32 bytes).
-//          Scales: F16, block b at byte 32B + 2b.
-//   MXFP4: block b's 16 bytes of nibbles, unchanged, at byte 16b (a pair is
-//          32 bytes: the low nibbles give lo, the high nibbles give hi).
-//          Scales: E8M0, block b at byte 16B + b.
-// Activations (QuantizedActivations::quantize in matmul.h) follow the pair
-// order, with an unpaired last block's B half zero.
+//   GGUF rows:   row0 [scale|values] [scale|values] ...  row1 ...  (34 / 17 bytes a block)
+//   packed tile: group 0 [values of row0..row T-1][scales of row0..row T-1]
+//                group 1 [values ...][scales ...] ...
+//
+// so a decode tile streams its T rows front to back. Within a row's group,
+// lane b (4 bytes) of each 32-byte vector belongs to block b: the 32 values
+// of a block go by quads of 4, quad k (0..7) being the values
+// 16 (k % 2) + 4 (k / 2) + 0..3, and vector k holds quad k of the 8 blocks.
+// A 4-product integer sum per lane then adds up block by block, and one
+// float multiply-add per 8 blocks applies all 8 scales.
+//   Q8_0:  vector k at byte 32k of the row's group (int8). Scales: F16,
+//          block b's at byte 2b of the row's scales.
+//   MXFP4: 4 vectors of nibbles; vector m at byte 32m: the low nibbles are
+//          quad 2m, the high ones quad 2m + 1 (in the file, byte j of a
+//          block holds values j and j + 16, so a byte of vector m holds
+//          value 4m + i and 16 + 4m + i). Scales: E8M0, one byte a block.
+// A last group of g < 8 blocks is the same with g lanes: vectors of 4g
+// bytes, g scales a row.
+// Activations (QuantizedActivations::quantize in matmul.h) follow the quad
+// order in full groups of 8 blocks, lanes past a row's last block zero.
+// The kernels read a last group's vectors and scales whole, past its g
+// lanes: up to kPackedOverread bytes past the end of a matrix, which must be
+// readable memory. (With masked loads and its scales gathered byte by byte,
+// the 2-block last group made an MXFP4 row of 2880 values 18% slower than
+// one of 2816 in L2; read whole, 6%.)
 #pragma once
 
 #include <bit>
@@ -31,22 +45,37 @@ namespace tps {
 // Types the integer kernels take, and so the types load_shard repacks.
 inline bool is_packed_type(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::MXFP4; }
 
-// Writes a GGUF row of cols values (a multiple of 32) of a packed type into
-// dst in the packed layout (row_bytes(type, cols) bytes; dst != src).
-void pack_row(GgmlType type, const uint8_t* src, uint8_t* dst, int64_t cols);
+constexpr int64_t kTileRows = 4;
+constexpr int64_t kPackedOverread = 32;
+constexpr int kGroupBlocks = 8;
 
-// Pairs of blocks in a row of cols values (the last one may be half empty).
-inline int64_t block_pairs(int64_t cols) { return (cols / 32 + 1) / 2; }
+// Packs `rows` rows of cols values (a multiple of 32) of a packed type, row
+// i at src + i * src_stride in the file's layout, into dst: rows *
+// row_bytes(type, cols) bytes in the packed layout (dst does not overlap
+// src). `rows` counts from a tile boundary: the start of a matrix.
+void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst,
+               int64_t rows, int64_t cols);
 
-// Where value j (0..31) of block b sits within a pair-ordered row of full
-// pairs: 64 bytes per pair, halves of 16 interleaved A, B, A, B.
-inline int64_t pair_offset(int64_t b, int j) {
-  return 64 * (b / 2) + (j / 16) * 32 + (b % 2) * 16 + (j % 16);
+// Groups of 8 blocks in a row of cols values (the last one may be partial).
+inline int64_t block_groups(int64_t cols) { return (cols / 32 + kGroupBlocks - 1) / kGroupBlocks; }
+
+// The rows of the tile that holds row r of a matrix of `rows` rows.
+inline int64_t tile_rows(int64_t r, int64_t rows) {
+  return r < rows - rows % kTileRows ? kTileRows : 1;
 }
 
-// The first of block b's four lanes in its pair's eight (the per-lane
-// scale vectors: [A x4 | B x4]).
-inline int64_t block_lane(int64_t b) { return 8 * (b / 2) + 4 * (b % 2); }
+// Position (0..255) of value j (0..31) of lane b (0..7) in a group of
+// activations: quad k of lane b is at 32k + 4b.
+inline int group_position(int b, int j) {
+  const int quad = 2 * ((j % 16) / 4) + j / 16;
+  return 32 * quad + 4 * b + j % 4;
+}
+
+// Byte offsets from the start of a tile of T rows (rows of `blocks` blocks)
+// of row r's value j of block b -- for MXFP4 the byte that holds it, in its
+// low nibble for j < 16, else its high -- and of the block's scale.
+int64_t packed_value_offset(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b, int j);
+int64_t packed_scale_offset(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b);
 
 // E8M0 scale e as the float 2^(e - 127) from its bits, as the vector kernels
 // form it: e = 0 (2^-127, a denormal) becomes 0, a weight too small to count.
