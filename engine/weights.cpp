@@ -198,6 +198,16 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
     if (progress) progress(done, total);
     first = last;
   }
+  // The token embeddings stay in the file mapping: read them into the page
+  // cache now, or a token's first lookup waits on the disk (~2.5 ms; 65
+  // such reads in a 20b-4l run of a 128-token prompt and 48 new tokens).
+  if (shard.first_stage()) {
+    const TensorView& embd = file.tensor("token_embd.weight");
+    pool.run([&](int t, int nt) {
+      auto [begin, end] = ThreadPool::split(static_cast<int64_t>(embd.bytes), t, nt);
+      file.mapping().read_into_page_cache(embd.offset + begin, end - begin);
+    });
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -66,12 +67,18 @@ void advise(const uint8_t* base, size_t size, size_t offset, size_t bytes, int h
 }
 }  // namespace
 
-void MappedFile::advise_sequential(size_t offset, size_t bytes) const {
-  if (owned_) advise(data_, size_, offset, bytes, MADV_SEQUENTIAL);
-}
-
-void MappedFile::advise_willneed(size_t offset, size_t bytes) const {
-  if (owned_) advise(data_, size_, offset, bytes, MADV_WILLNEED);
+void MappedFile::read_into_page_cache(size_t offset, size_t bytes) const {
+  if (!owned_ || offset >= size_) return;
+  const size_t end = offset + std::min(bytes, size_ - offset);
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  std::vector<uint8_t> buffer(1 << 20);
+  for (size_t at = offset; at < end;) {
+    const ssize_t got = pread(fd, buffer.data(), std::min(buffer.size(), end - at), static_cast<off_t>(at));
+    if (got <= 0) break;
+    at += static_cast<size_t>(got);
+  }
+  ::close(fd);
 }
 
 void MappedFile::advise_dontneed(size_t offset, size_t bytes) const {
@@ -79,7 +86,8 @@ void MappedFile::advise_dontneed(size_t offset, size_t bytes) const {
 }
 
 void MappedFile::drop_page_cache(size_t offset, size_t bytes) const {
-  if (!owned_ || offset >= size_) return;
+  // (A length of 0 would tell fadvise "to the end of the file".)
+  if (!owned_ || offset >= size_ || bytes == 0) return;
   advise_dontneed(offset, bytes);  // this process's pages first, or the cache keeps them
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;

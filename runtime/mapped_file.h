@@ -25,13 +25,16 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
-  // Kernel hints for a byte range (clamped to the file; nothing for memory
-  // the caller owns): it will be read in order (read ahead more, drop behind),
-  // it will be read soon, or drop its pages from this process (the page
-  // cache may keep them).
-  void advise_sequential(size_t offset, size_t bytes) const;
-  void advise_willneed(size_t offset, size_t bytes) const;
+  // Kernel hint for a byte range (clamped to the file; nothing for memory
+  // the caller owns): drop its pages from this process (the page cache may
+  // keep them).
   void advise_dontneed(size_t offset, size_t bytes) const;
+  // Reads a byte range (clamped) into the page cache with read(2), not into
+  // this process's memory, so that first touches of the mapping do not wait
+  // on the disk. (madvise/fadvise WILLNEED read nothing in on the
+  // development VM's ext4.) Nothing for memory the caller owns or on a read
+  // error: the mapping still reads the bytes when touched.
+  void read_into_page_cache(size_t offset, size_t bytes) const;
   // Asks the kernel to drop a byte range of the file from the page cache
   // (pages another process still maps stay). A hint too.
   void drop_page_cache(size_t offset, size_t bytes) const;
