@@ -31,7 +31,7 @@ class MappedFile {
   void advise_dontneed(size_t offset, size_t bytes) const;
   // Reads a byte range (clamped) into the page cache with read(2), not into
   // this process's memory, so that first touches of the mapping do not wait
-  // on the disk. (madvise/fadvise WILLNEED read nothing in on the
+  // on the disk. (fadvise WILLNEED read nothing in on the
   // development VM's ext4.) Nothing for memory the caller owns or on a read
   // error: the mapping still reads the bytes when touched.
   void read_into_page_cache(size_t offset, size_t bytes) const;
