@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -31,13 +32,17 @@ struct TempFile {
   static size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 };
 
-// How many of the mapping's pages are in the page cache.
-size_t resident_pages(const MappedFile& m) {
+// Which of the mapping's pages are in the page cache, and how many.
+std::vector<bool> resident(const MappedFile& m) {
   std::vector<unsigned char> in(m.size() / TempFile::page_size());
   EXPECT_EQ(mincore(const_cast<uint8_t*>(m.data()), m.size(), in.data()), 0);
-  size_t n = 0;
-  for (unsigned char c : in) n += c & 1;
-  return n;
+  std::vector<bool> out;
+  for (unsigned char c : in) out.push_back(c & 1);  // the other bits are reserved
+  return out;
+}
+size_t resident_pages(const MappedFile& m) {
+  const std::vector<bool> pages = resident(m);
+  return static_cast<size_t>(std::count(pages.begin(), pages.end(), true));
 }
 
 TEST(MappedFile, DroppingNoBytesDropsNothingAndDroppingARangeDropsIt) {
@@ -64,12 +69,10 @@ TEST(MappedFile, ReadIntoPageCacheReadsTheRangeOnly) {
   m.drop_page_cache(0, m.size());
   ASSERT_EQ(resident_pages(m), 0u);
   m.read_into_page_cache(8 * page, 16 * page);
-  const size_t resident = resident_pages(m);
   // The kernel may read ahead past the range, never less than it.
-  EXPECT_GE(resident, 16u);
-  std::vector<unsigned char> in(pages);
-  ASSERT_EQ(mincore(const_cast<uint8_t*>(m.data()), m.size(), in.data()), 0);
-  for (size_t p = 8; p < 24; ++p) EXPECT_TRUE(in[p] & 1) << "page " << p;
+  EXPECT_GE(resident_pages(m), 16u);
+  const std::vector<bool> in = resident(m);
+  for (size_t p = 8; p < 24; ++p) EXPECT_TRUE(in[p]) << "page " << p;
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbus
 // whatever bytes follow (kPackedOverread): their activations are zero, so
 // their products are too, and the kernel zeroes their scales.
 struct Q8_0Format {
-  static constexpr int kValueBytes = 32, kScaleBytes = 2;
+  static constexpr int kValueBytes = kPackedQ8_0.value_bytes, kScaleBytes = kPackedQ8_0.scale_bytes;
   static constexpr float kFinalScale = 1.0f;
 
   static void decode(const uint8_t* values, int g, int h, __m256i (&w)[4]) {
@@ -90,7 +90,7 @@ struct Q8_0Format {
 // of each activation block that this adds is taken off again with the
 // activations' offset plane.
 struct Mxfp4Format {
-  static constexpr int kValueBytes = 16, kScaleBytes = 1;
+  static constexpr int kValueBytes = kPackedMxfp4.value_bytes, kScaleBytes = kPackedMxfp4.scale_bytes;
   static constexpr float kFinalScale = 0.5f;  // undoes the doubling
 
   static void decode(const uint8_t* values, int g, int h, __m256i (&w)[4]) {

@@ -8,17 +8,18 @@
 namespace tps {
 namespace {
 
-// A packed type's bytes per block: values (V) and scale (S), and the bytes
-// of a vector's quad within a block's values: Q8_0 quad k is values
-// 16 (k % 2) + 4 (k / 2) ..+3; MXFP4 vector m is bytes 4m..4m+3.
+// A packed format as the layout uses it: bytes of values (V) and of scale
+// (S) per block; a row's group holds V / 4 vectors, each of 32 / V quads
+// (Q8_0: one; MXFP4: the low and the high nibbles of the same bytes).
 struct Format {
   int64_t V, S;
-  int vectors;  // per group
-  constexpr int source_byte(int vector) const {
-    return vectors == 8 ? 16 * (vector % 2) + 4 * (vector / 2) : 4 * vector;
-  }
+  constexpr Format(PackedFormat p) : V(p.value_bytes), S(p.scale_bytes) {}
+  constexpr int vectors() const { return static_cast<int>(V / 4); }
+  constexpr int quads_per_vector() const { return static_cast<int>(32 / V); }
+  // Where the 4 bytes of vector v of a block sit in the file's block values.
+  constexpr int source_byte(int v) const { return quad_first_value(v * quads_per_vector()); }
 };
-constexpr Format kQ8_0{32, 2, 8}, kMxfp4{16, 1, 4};
+constexpr Format kQ8_0{kPackedQ8_0}, kMxfp4{kPackedMxfp4};
 
 [[noreturn]] void not_packed(GgmlType type) {
   throw Error(cat("packed rows: ", type_name(type), " rows are not repacked"));
@@ -50,7 +51,7 @@ GroupPlace group_place(const Format& f, int64_t blocks, int64_t T, int64_t r, in
 int64_t packed_value_offset(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b, int j) {
   const Format f = format_of(type);
   const GroupPlace at = group_place(f, blocks, T, r, b);
-  const int vector = f.vectors == 8 ? group_position(0, j) / 32 : (j % 16) / 4;
+  const int vector = quad_of(j) / f.quads_per_vector();
   return at.values + 4 * at.g * vector + 4 * (b % kGroupBlocks) + j % 4;
 }
 
@@ -76,7 +77,7 @@ void pack_rows_as(const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t
         for (int lane = 0; lane < at.g; ++lane) {
           const uint8_t* block = in + (first + lane) * (f.V + f.S);  // [scale][values]
           std::memcpy(tile + at.scales + f.S * lane, block, f.S);
-          for (int v = 0; v < f.vectors; ++v)
+          for (int v = 0; v < f.vectors(); ++v)
             std::memcpy(tile + at.values + 4 * at.g * v + 4 * lane, block + f.S + f.source_byte(v), 4);
         }
       }

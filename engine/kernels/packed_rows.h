@@ -49,6 +49,17 @@ constexpr int64_t kTileRows = 4;
 constexpr int64_t kPackedOverread = 32;
 constexpr int kGroupBlocks = 8;
 
+// A packed type's bytes per block: its values and its scale.
+struct PackedFormat {
+  int value_bytes, scale_bytes;
+};
+constexpr PackedFormat kPackedQ8_0{32, 2}, kPackedMxfp4{16, 1};
+
+// The quad (0..7) of value j (0..31) of a block, and the first value of
+// quad k: quad k is the values 16 (k % 2) + 4 (k / 2) + 0..3.
+constexpr int quad_of(int j) { return 2 * ((j % 16) / 4) + j / 16; }
+constexpr int quad_first_value(int k) { return 16 * (k % 2) + 4 * (k / 2); }
+
 // Packs `rows` rows of cols values (a multiple of 32) of a packed type, row
 // i at src + i * src_stride in the file's layout, into dst: rows *
 // row_bytes(type, cols) bytes in the packed layout (dst does not overlap
@@ -66,10 +77,7 @@ inline int64_t tile_rows(int64_t r, int64_t rows) {
 
 // Position (0..255) of value j (0..31) of lane b (0..7) in a group of
 // activations: quad k of lane b is at 32k + 4b.
-inline int group_position(int b, int j) {
-  const int quad = 2 * ((j % 16) / 4) + j / 16;
-  return 32 * quad + 4 * b + j % 4;
-}
+constexpr int group_position(int b, int j) { return 32 * quad_of(j) + 4 * b + j % 4; }
 
 // Byte offsets from the start of a tile of T rows (rows of `blocks` blocks)
 // of row r's value j of block b -- for MXFP4 the byte that holds it, in its
