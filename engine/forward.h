@@ -69,7 +69,9 @@ class Session {
   void step(const int32_t* tokens, int n, bool all_logits, float* logits);
   void attention(int layer, int n);
   void moe(int layer, int n);
-  void prepare(const float* x, int n, int64_t cols, bool quantize);  // fills act_
+  void prepare(const float* x, int n, int64_t cols, bool q8);  // fills act_
+  // qa.quantize(x, n, cols), the tokens shared by the pool's threads.
+  void quantize(QuantizedActivations& qa, const float* x, int n, int64_t cols);
   // y[t][r] = w.row(r) . act_[t] (+ bias[r]) for every row of each product,
   // in one parallel pass; y is [n][w.rows].
   struct Product {

@@ -9,12 +9,22 @@
 namespace tps {
 
 void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
+  resize(tokens, cols);
+  quantize_rows(x, 0, tokens);
+}
+
+void QuantizedActivations::resize(int tokens, int64_t cols) {
   cols_ = cols;
   const Activations shape{.cols = cols};
+  q_.resize(tokens * shape.q_stride()), aq_.resize(tokens * shape.q_stride());
+  d_.resize(tokens * shape.d_stride()), offset_.resize(tokens * shape.d_stride());
+}
+
+void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
+  const int64_t cols = cols_;
+  const Activations shape{.cols = cols};
   const int64_t blocks = cols / 32, q_stride = shape.q_stride(), d_stride = shape.d_stride();
-  q_.resize(tokens * q_stride), aq_.resize(tokens * q_stride);
-  d_.resize(tokens * d_stride), offset_.resize(tokens * d_stride);
-  for (int t = 0; t < tokens; ++t) {
+  for (int t = first; t < first + count; ++t) {
     int8_t* q = q_.data() + t * q_stride;
     int8_t* aq = aq_.data() + t * q_stride;
     float* d = d_.data() + t * d_stride;

@@ -22,6 +22,11 @@ class QuantizedActivations {
   // rounded to F16 as in Q8_0 blocks; and
   // the planes derived from q and d (dot.h).
   void quantize(const float* x, int tokens, int64_t cols);
+  // The same in two steps, so that threads can share the rows: room for
+  // `tokens` rows of cols, then rows [first, first + count) of x (row t of
+  // x is token t).
+  void resize(int tokens, int64_t cols);
+  void quantize_rows(const float* x, int first, int count);
   // The view of tokens [first, first + count) of the last quantize(), with
   // their floats from f (row `first` of f is the view's first token).
   Activations view(const float* f, int first, int count) const;
