@@ -48,7 +48,7 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   topk_.resize(B * kk), topk_w_.resize(B * kk);
   gate_up_.resize(2 * B * kk * ff), gathered_.resize(B * kk * d), swiglu_.resize(B * kk * ff);
   down_.resize(B * kk * d);
-  scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(o.n_ctx) + 1));
+  scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(c.n_head / c.n_head_kv) * (o.n_ctx + 1)));
 }
 
 namespace {
@@ -182,22 +182,24 @@ void Session::attention(int layer, int n) {
     cache.store(p, k_.data() + t * kv_w, v_.data() + t * kv_w);
   }
 
-  // Scaled dot-product attention with a sink per head, over (token, head),
-  // last token first: a token's work grows with the positions it sees, so
-  // the costliest items go out first and the cheap ones even out the end
-  // (a fixed split gave one thread the late tokens: a prompt's attention
-  // ran barely faster on 2 threads than on 1).
+  // Scaled dot-product attention with a sink per head, over (token, kv
+  // head) items, each with the query heads that share the kv head; last
+  // token first: a token's work grows with the positions it sees, so the
+  // costliest items go out first and the cheap ones even out the end (a
+  // fixed split gave one thread the late tokens: a prompt's attention ran
+  // barely faster on 2 threads than on 1).
   const bool sliding = c_.is_sliding_layer(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ThreadPool::Chunks items(static_cast<int64_t>(n) * n_head, group, pool_.size());
+  const int kv_heads = n_head / group;
+  ThreadPool::Chunks items(static_cast<int64_t>(n) * kv_heads, 1, pool_.size());
   pool_.run([&](int th, int) {
     for (int64_t begin, end; items.next(begin, end);)
       for (int64_t item = begin; item < end; ++item) {
-        const int t = n - 1 - static_cast<int>(item / n_head), h = static_cast<int>(item % n_head);
+        const int t = n - 1 - static_cast<int>(item / kv_heads), g = static_cast<int>(item % kv_heads);
         const int p = pos_ + t;
-        cache.attend(q_.data() + t * q_w + h * hd, h / group,
-                     first_visible(p, static_cast<int>(c_.sliding_window), sliding), p, scale,
-                     L.sinks[h], scores_[th].data(), attn_.data() + t * q_w + h * hd);
+        const int64_t at = t * q_w + static_cast<int64_t>(g) * group * hd;
+        cache.attend(q_.data() + at, group, g, first_visible(p, static_cast<int>(c_.sliding_window), sliding),
+                     p, scale, L.sinks + g * group, scores_[th].data(), attn_.data() + at);
       }
   });
   clock.lap(timings_.attention);

@@ -109,7 +109,7 @@ class Session {
   QuantizedActivations act_q_;  // the quantized SwiGLU outputs
   std::vector<float> down_;      // [active][max_batch][d]
   std::vector<float> moe_;       // [max_batch][d]: this rank's part of the MoE output
-  std::vector<std::vector<float>> scores_;  // per thread: attention scores [n_ctx + 1]
+  std::vector<std::vector<float>> scores_;  // per thread: attention scores [heads per kv head][n_ctx + 1]
 };
 
 }  // namespace tps

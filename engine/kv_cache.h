@@ -30,11 +30,14 @@ class LayerCache {
   // Stores position pos's keys and values, each [kv_heads][head_dim].
   void store(int pos, const float* k, const float* v);
 
-  // out[head_dim] = the attention of query q (one head, [head_dim]) of kv
-  // head g over positions [first, last], which must still be in the cache.
-  // scores: room for last - first + 1 floats.
-  void attend(const float* q, int g, int first, int last, float scale, float sink, float* scores,
-              float* out) const;
+  // out[h][head_dim] = the attention of query heads h in [0, heads) (q
+  // [heads][head_dim], sinks [heads]), which share kv head g, over
+  // positions [first, last], which must still be in the cache. scores: room
+  // for heads x (last - first + 1) floats. The heads go together so that
+  // each key and value block is read from memory once for all of them, not
+  // once per head; each head's result is the bits of attending alone.
+  void attend(const float* q, int heads, int g, int first, int last, float scale, const float* sinks,
+              float* scores, float* out) const;
 
  private:
   // Where kv head g's key block holding slot starts in k_.

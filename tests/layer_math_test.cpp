@@ -87,38 +87,42 @@ TEST(LayerMath, SinkTakesItsShareOfTheSoftmax) {
 }
 
 // The blocked cache gives the plain loops' bits: scores summed over the
-// dimensions in order, values over the positions in order, for head sizes
-// with and without a partial value block, windows across the ring's wrap
-// and runs that start and end inside key blocks.
+// dimensions in order, values over the positions in order, for each of the
+// query heads of a kv head, head sizes with and without a partial value
+// block, windows across the ring's wrap, runs that start and end inside key
+// blocks, and more positions than one pass of values.
 TEST(LayerMath, CachedAttentionIsThePlainLoop) {
   for (int hd : {64, 24}) {
-    const int kv_heads = 3, width = kv_heads * hd, window = 21;
+    const int kv_heads = 3, heads = 2, width = kv_heads * hd, window = 21;
     LayerCache cache(window, kv_heads, hd);  // 21 rounds up to 32 slots
     ASSERT_EQ(cache.slots(), 32);
     std::mt19937 rng(hd);
     std::normal_distribution<float> normal;
     std::vector<std::vector<float>> keys, values;
-    std::vector<float> q(hd), scores(window), out(hd);
+    std::vector<float> q(heads * hd), scores(heads * window), out(heads * hd), sinks(heads);
     for (int pos = 0; pos < 80; ++pos) {
       keys.emplace_back(width), values.emplace_back(width);
       for (float& x : keys.back()) x = normal(rng);
       for (float& x : values.back()) x = normal(rng);
       cache.store(pos, keys.back().data(), values.back().data());
       for (float& x : q) x = normal(rng);
+      for (float& x : sinks) x = normal(rng);
       const int g = pos % kv_heads, first = first_visible(pos, window, true);
-      const float scale = 0.125f, sink = normal(rng);
-      cache.attend(q.data(), g, first, pos, scale, sink, scores.data(), out.data());
-      std::vector<float> z;
-      for (int s = first; s <= pos; ++s) {
-        float dot = 0;
-        for (int i = 0; i < hd; ++i) dot += q[i] * keys[s][g * hd + i];
-        z.push_back(dot * scale);
-      }
-      softmax_with_sink(z, sink);
-      for (int i = 0; i < hd; ++i) {
-        float want = 0;
-        for (int s = first; s <= pos; ++s) want += z[s - first] * values[s][g * hd + i];
-        ASSERT_EQ(out[i], want) << "head_dim " << hd << " position " << pos << " dim " << i;
+      const float scale = 0.125f;
+      cache.attend(q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
+      for (int h = 0; h < heads; ++h) {
+        std::vector<float> z;
+        for (int s = first; s <= pos; ++s) {
+          float dot = 0;
+          for (int i = 0; i < hd; ++i) dot += q[h * hd + i] * keys[s][g * hd + i];
+          z.push_back(dot * scale);
+        }
+        softmax_with_sink(z, sinks[h]);
+        for (int i = 0; i < hd; ++i) {
+          float want = 0;
+          for (int s = first; s <= pos; ++s) want += z[s - first] * values[s][g * hd + i];
+          ASSERT_EQ(out[h * hd + i], want) << "head_dim " << hd << " position " << pos << " head " << h << " dim " << i;
+        }
       }
     }
   }
