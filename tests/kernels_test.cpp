@@ -63,8 +63,7 @@ std::vector<float> dequantized(const Activations& x, int t) {
   std::vector<float> out(x.cols);
   for (int64_t i = 0; i < x.cols; ++i) {
     const int64_t b = i / 32;
-    const int64_t at = t * x.q_stride() + 256 * (b / kGroupBlocks) +
-                       group_position(static_cast<int>(b % kGroupBlocks), static_cast<int>(i % 32));
+    const int64_t at = t * x.q_stride() + activation_position(b, static_cast<int>(i % 32));
     EXPECT_EQ(x.aq[at], std::abs(x.q[at]));
     out[i] = x.q[at] * x.d[t * x.d_stride() + b];
   }
@@ -95,7 +94,7 @@ TEST(Kernels, QuantizerKeepsEachValueWithinHalfAStepOfItsScale) {
         EXPECT_EQ(a.d[t * a.d_stride() + b], 0.0f);
         EXPECT_EQ(a.offset[t * a.d_stride() + b], 0.0f);
         for (int j = 0; j < 32; ++j)
-          EXPECT_EQ(a.q[t * a.q_stride() + 256 * (b / kGroupBlocks) + group_position(b % kGroupBlocks, j)], 0);
+          EXPECT_EQ(a.q[t * a.q_stride() + activation_position(b, j)], 0);
       }
     }
   }

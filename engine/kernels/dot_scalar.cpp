@@ -48,10 +48,8 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_
       const float* d = x.d + t * x.d_stride();
       float sum = 0;
       for (int64_t b = 0; b < blocks; ++b) {
-        const int8_t* group = q + 256 * (b / kGroupBlocks);
-        const int lane = static_cast<int>(b % kGroupBlocks);
         int32_t s = 0;
-        for (int j = 0; j < 32; ++j) s += Row::value(tile, blocks, T, r, b, j) * group[group_position(lane, j)];
+        for (int j = 0; j < 32; ++j) s += Row::value(tile, blocks, T, r, b, j) * q[activation_position(b, j)];
         sum += static_cast<float>(s) * d[b] * Row::scale(tile, blocks, T, r, b);
       }
       y[t * y_stride + row - row_begin] = sum * Row::kFinalScale;

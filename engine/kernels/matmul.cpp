@@ -57,10 +57,8 @@ void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
       for (int j = 0; j < 32; ++j) values[j] = static_cast<int8_t>((v[j] * inv + kRound) - kRound);
       int32_t sum = 0;
       for (int j = 0; j < 32; ++j) sum += values[j];
-      // Quad by quad into the group's lane (kernels/packed_rows.h).
-      int8_t* group = q + 256 * (b / kGroupBlocks);
-      const int lane = static_cast<int>(b % kGroupBlocks);
-      for (int j = 0; j < 32; j += 4) std::memcpy(group + group_position(lane, j), values + j, 4);
+      // Quad by quad into the block's lane of its group (kernels/packed_rows.h).
+      for (int j = 0; j < 32; j += 4) std::memcpy(q + activation_position(b, j), values + j, 4);
       d[b] = scale;
       offset[b] = 12.0f * scale * static_cast<float>(sum);
     }

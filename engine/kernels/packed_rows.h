@@ -75,9 +75,12 @@ inline int64_t tile_rows(int64_t r, int64_t rows) {
   return r < rows - rows % kTileRows ? kTileRows : 1;
 }
 
-// Position (0..255) of value j (0..31) of lane b (0..7) in a group of
-// activations: quad k of lane b is at 32k + 4b.
-constexpr int group_position(int b, int j) { return 32 * quad_of(j) + 4 * b + j % 4; }
+// Where value j (0..31) of block b sits in a token's int8 activations:
+// 256 bytes a group of 8 blocks, in which quad k of the group's block b
+// (its lane) is at 32k + 4b.
+constexpr int64_t activation_position(int64_t b, int j) {
+  return 256 * (b / kGroupBlocks) + 32 * quad_of(j) + 4 * (b % kGroupBlocks) + j % 4;
+}
 
 // Byte offsets from the start of a tile of T rows (rows of `blocks` blocks)
 // of row r's value j of block b -- for MXFP4 the byte that holds it, in its
