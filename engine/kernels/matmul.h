@@ -6,12 +6,26 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "engine/kernels/dot.h"
 #include "engine/weights.h"
 
 namespace tps {
+
+// Storage aligned to cache lines: a vector load of the kernels must not
+// straddle two lines.
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const LineAligned&) const = default;
+};
 
 // Activations quantized for the integer kernels (the layout of Activations
 // in dot.h), kept between calls so that decode allocates nothing.
@@ -32,8 +46,8 @@ class QuantizedActivations {
   Activations view(const float* f, int first, int count) const;
 
  private:
-  std::vector<int8_t> q_, aq_;
-  std::vector<float> d_, offset_;
+  std::vector<int8_t, LineAligned<int8_t>> q_, aq_;
+  std::vector<float, LineAligned<float>> d_, offset_;
   int64_t cols_ = 0;
 };
 
