@@ -282,9 +282,8 @@ void Session::moe(int layer, int n) {
       const float* bg = L.gate_b + g.expert * ff;
       const float* bu = L.up_b + g.expert * ff;
       for (int e = g.first; e < g.first + g.count; ++e)
-        for (int64_t f = f0; f < f1; ++f)
-          act[e * ff + f] = swiglu_oai(gate_out[e * ff + f] + bg[f], up_out[e * ff + f] + bu[f],
-                                       c_.swiglu_alpha, c_.swiglu_limit);
+        dot_.swiglu(gate_out + e * ff + f0, up_out + e * ff + f0, bg + f0, bu + f0, f1 - f0, c_.swiglu_alpha,
+                    c_.swiglu_limit, act + e * ff + f0);
     });
   });
   const bool dq8 = L.down.wants_q8();

@@ -212,6 +212,27 @@ TEST(Kernels, FloatKernelsOfEveryIsaMatchTheScalarReference) {
     }
 }
 
+TEST(Kernels, SwigluOfEveryIsaMatchesTheScalarReference) {
+  // Inputs across the clamps and far past them (the gate is clamped only
+  // above: a large negative gate sends exp toward overflow), with NaN among
+  // them, and every tail length.
+  const float alpha = 1.702f, limit = 7.0f;
+  for (int64_t n : {1, 7, 8, 9, 16, 31, 2880}) {
+    std::vector<float> gate = random_floats(n, 11), up = random_floats(n, 12);
+    const std::vector<float> gate_bias = random_floats(n, 13), up_bias = random_floats(n, 14);
+    for (int64_t i = 0; i < n; ++i) gate[i] *= 1 + i % 7 * 5.0f, up[i] *= 1 + i % 5 * 4.0f;
+    if (n > 20) gate[3] = -200.0f, gate[4] = -60.0f, gate[5] = std::nanf(""), up[6] = std::nanf("");
+    std::vector<float> want(n), got(n);
+    kDotScalar.swiglu(gate.data(), up.data(), gate_bias.data(), up_bias.data(), n, alpha, limit, want.data());
+    for (Isa isa : supported_isas()) {
+      dot_kernels(isa).swiglu(gate.data(), up.data(), gate_bias.data(), up_bias.data(), n, alpha, limit, got.data());
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(got[i], want[i], 3e-7f * std::fabs(want[i]) + 1e-30f)
+            << "n=" << n << " i=" << i << " gate=" << gate[i] + gate_bias[i] << " isa=" << isa_name(isa);
+    }
+  }
+}
+
 TEST(Kernels, MatmulRowsFillsOnlyItsRowsAtTheStride) {
   const int64_t rows = 5, cols = 64;
   const int tokens = 3;

@@ -3,7 +3,8 @@
 //   quantized weights (Q8_0, MXFP4, packed as kernels/packed_rows.h says) x
 //     activations quantized to int8: a tile of rows x tokens at once, the
 //     int8 products on integer units (VNNI where the CPU has it);
-//   float weights (F32, F16, BF16) x float activations, a row at a time.
+//   float weights (F32, F16, BF16) x float activations, a row at a time;
+// and the experts' activation between their two products, elementwise.
 // The scalar set is the reference every other set is tested against.
 #pragma once
 
@@ -55,6 +56,11 @@ struct DotKernels {
   float (*f32)(const uint8_t* w, const float* x, int64_t n);
   float (*f16)(const uint8_t* w, const float* x, int64_t n);
   float (*bf16)(const uint8_t* w, const float* x, int64_t n);
+  // out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha,
+  // limit) (layer_math.h) for i < n. The vector sets take exp from a
+  // polynomial (within 2 ulp of expf) instead of libm's, 8 lanes at a time.
+  void (*swiglu)(const float* gate, const float* up, const float* gate_bias, const float* up_bias,
+                 int64_t n, float alpha, float limit, float* out);
 };
 
 // The kernels of one instruction set (compiled in; the CPU must support it).

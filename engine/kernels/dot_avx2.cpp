@@ -5,12 +5,14 @@
 #include <cstring>
 
 #include "engine/kernels/dot.h"
+#include "engine/layer_math.h"
 
 namespace tps {
 namespace avx2 {
 #include "engine/kernels/dot_simd.inl"
 }  // namespace avx2
 
-const DotKernels kDotAvx2{Isa::avx2, avx2::q8_0, avx2::mxfp4, avx2::f32, avx2::f16, avx2::bf16};
+const DotKernels kDotAvx2{Isa::avx2, avx2::q8_0, avx2::mxfp4, avx2::f32, avx2::f16, avx2::bf16,
+                           avx2::swiglu};
 
 }  // namespace tps

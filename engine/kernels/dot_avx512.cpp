@@ -5,12 +5,14 @@
 #include <cstring>
 
 #include "engine/kernels/dot.h"
+#include "engine/layer_math.h"
 
 namespace tps {
 namespace avx512 {
 #include "engine/kernels/dot_simd.inl"
 }  // namespace avx512
 
-const DotKernels kDotAvx512{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::f32, avx512::f16, avx512::bf16};
+const DotKernels kDotAvx512{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::f32, avx512::f16, avx512::bf16,
+                             avx512::swiglu};
 
 }  // namespace tps

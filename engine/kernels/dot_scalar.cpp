@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/kernels/dot.h"
+#include "engine/layer_math.h"
 
 namespace tps {
 namespace {
@@ -86,9 +87,14 @@ float bf16(const uint8_t* w, const float* x, int64_t n) {
   });
 }
 
+void swiglu(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
+            float alpha, float limit, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
+}
+
 }  // namespace
 
 const DotKernels kDotScalar{Isa::scalar, quantized_matmul<Q8_0Row>, quantized_matmul<Mxfp4Row>,
-                            f32, f16, bf16};
+                            f32, f16, bf16, swiglu};
 
 }  // namespace tps

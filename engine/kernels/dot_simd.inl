@@ -312,4 +312,41 @@ float bf16(const uint8_t* w, const float* x, int64_t n) {
       });
 }
 
+// e^x for x in [-87, 88] (clamped there: below, e^x is 0 or denormal and
+// 2^n below can not hold it; above, it overflows), within 2 ulp: x = n ln 2
+// + r with |r| <= ln2 / 2, e^r from a degree-7 polynomial (Cephes expf's
+// coefficients), 2^n put into the exponent bits.
+inline __m256 exp256(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln 2 in two parts, the first exact in few bits, so n * it is exact.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
+}
+
+// swiglu_oai's operations in its order, 8 features at a time; the last n % 8
+// by the scalar function.
+void swiglu(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
+            float alpha, float limit, float* out) {
+  const __m256 lim = _mm256_set1_ps(limit), neg_lim = _mm256_set1_ps(-limit);
+  const __m256 neg_alpha = _mm256_set1_ps(-alpha), one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // min/max return their second operand for a NaN first, as fmin/fmax.
+    const __m256 g = _mm256_min_ps(_mm256_add_ps(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(gate_bias + i)), lim);
+    const __m256 u = _mm256_max_ps(
+        _mm256_min_ps(_mm256_add_ps(_mm256_loadu_ps(up + i), _mm256_loadu_ps(up_bias + i)), lim), neg_lim);
+    const __m256 sig = _mm256_div_ps(g, _mm256_add_ps(one, exp256(_mm256_mul_ps(neg_alpha, g))));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(sig, _mm256_add_ps(u, one)));
+  }
+  for (; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
+}
+
 }  // namespace
