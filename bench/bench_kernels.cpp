@@ -184,7 +184,8 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
 // 8 KV heads of 64 dimensions, at `positions` cached positions, the KV heads
 // (each with its 8 query heads) split across the threads as Session does.
 // Reported: KV GB/s (the keys and values of the layer, counted once).
-void bm_attention(benchmark::State& state, int positions, int threads) {
+void bm_attention(benchmark::State& state, Isa isa, int positions, int threads) {
+  const DotKernels& kernels = dot_kernels(isa);
   constexpr int kHeads = 64, kKvHeads = 8, kDim = 64;
   ThreadPool& pool = ctx->pool(threads);
   LayerCache cache(positions, kKvHeads, kDim);
@@ -204,7 +205,7 @@ void bm_attention(benchmark::State& state, int positions, int threads) {
     pool.run([&](int t, int nt) {
       auto [begin, end] = ThreadPool::split(kKvHeads, t, nt);
       for (int64_t g = begin; g < end; ++g)
-        cache.attend(q.data() + g * kGroup * kDim, kGroup, static_cast<int>(g), 0, positions - 1, 0.125f,
+        cache.attend(kernels, q.data() + g * kGroup * kDim, kGroup, static_cast<int>(g), 0, positions - 1, 0.125f,
                      sinks.data(), scores[t].data(), out.data() + g * kGroup * kDim);
     });
     benchmark::DoNotOptimize(out.data());
@@ -270,12 +271,14 @@ int main(int argc, char** argv) {
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
           }
-    for (int positions : {128, 1024, 4096})
-      for (int threads : thread_counts)
-        benchmark::RegisterBenchmark(cat("attention/positions:", positions, "/threads:", threads).c_str(),
-                                     bm_attention, positions, threads)
-            ->UseRealTime()
-            ->Unit(benchmark::kMicrosecond);
+    for (Isa isa : supported_isas())
+      for (int positions : {128, 1024, 4096})
+        for (int threads : thread_counts)
+          benchmark::RegisterBenchmark(
+              cat("attention/", isa_name(isa), "/positions:", positions, "/threads:", threads).c_str(),
+              bm_attention, isa, positions, threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
   } catch (const std::exception& e) {

@@ -198,7 +198,7 @@ void Session::attention(int layer, int n) {
         const int t = n - 1 - static_cast<int>(item / kv_heads), g = static_cast<int>(item % kv_heads);
         const int p = pos_ + t;
         const int64_t at = t * q_w + static_cast<int64_t>(g) * group * hd;
-        cache.attend(q_.data() + at, group, g, first_visible(p, static_cast<int>(c_.sliding_window), sliding),
+        cache.attend(dot_, q_.data() + at, group, g, first_visible(p, static_cast<int>(c_.sliding_window), sliding),
                      p, scale, L.sinks + g * group, scores_[th].data(), attn_.data() + at);
       }
   });

@@ -1,4 +1,4 @@
-// One layer's KV cache and the attention of one query head over it (spec
+// One layer's KV cache and the attention of query heads over it (spec
 // §2.3): scores q.k / sqrt(head_dim) over the visible positions, a softmax
 // with the head's sink, the weighted sum of values.
 //
@@ -7,19 +7,19 @@
 // width]. Keys are [kv head][slots / kKeyBlock][head_dim][kKeyBlock]: the
 // scores of a block of positions are computed at once, in registers, and
 // storing a key touches a few cache lines and pages, not one per dimension.
-// Every sum runs in the plain loop's order (a score over the dimensions, a
-// value over the positions), so results are those of the obvious code.
+// The arithmetic is the kernels' (kernels/dot.h, which sets kKeyBlock): with
+// the scalar set, the bits of the obvious loops.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "engine/kernels/dot.h"
+
 namespace tps {
 
 class LayerCache {
  public:
-  static constexpr int kKeyBlock = 16;    // positions whose scores are computed together
-  static constexpr int kValueBlock = 32;  // dimensions of a value sum computed together
 
   LayerCache() = default;
   // At least `slots` positions (rounded up to whole key blocks).
@@ -32,12 +32,13 @@ class LayerCache {
 
   // out[h][head_dim] = the attention of query heads h in [0, heads) (q
   // [heads][head_dim], sinks [heads]), which share kv head g, over
-  // positions [first, last], which must still be in the cache. scores: room
-  // for heads x (last - first + 1) floats. The heads go together so that
-  // each key and value block is read from memory once for all of them, not
-  // once per head; each head's result is the bits of attending alone.
-  void attend(const float* q, int heads, int g, int first, int last, float scale, const float* sinks,
-              float* scores, float* out) const;
+  // positions [first, last], which must still be in the cache, with the
+  // kernels k. scores: room for heads x (last - first + 1) floats. The heads
+  // go together so that each key and value block is read from memory once
+  // for all of them, not once per head; each head's result is the bits of
+  // attending alone.
+  void attend(const DotKernels& k, const float* q, int heads, int g, int first, int last, float scale,
+              const float* sinks, float* scores, float* out) const;
 
  private:
   // Where kv head g's key block holding slot starts in k_.

@@ -86,14 +86,16 @@ TEST(LayerMath, SinkTakesItsShareOfTheSoftmax) {
   EXPECT_NEAR(big[0], 0.5f, 1e-7);
 }
 
-// The blocked cache gives the plain loops' bits: scores summed over the
-// dimensions in order, values over the positions in order, for each of the
-// query heads of a kv head, head sizes with and without a partial value
-// block, windows across the ring's wrap, runs that start and end inside key
-// blocks, and more positions than one pass of values.
+// The blocked cache with the scalar kernels gives the plain loops' bits:
+// scores summed over the dimensions in order, values over the positions in
+// order; every other instruction set the same within rounding. For each of
+// the query heads of a kv head (5: the vector kernels' 4 at once and one
+// more), head sizes with and without partial vectors, windows across the
+// ring's wrap, runs that start and end inside key blocks, and more
+// positions than one pass of values.
 TEST(LayerMath, CachedAttentionIsThePlainLoop) {
-  for (int hd : {64, 24}) {
-    const int kv_heads = 3, heads = 2, width = kv_heads * hd, window = 21;
+  for (int hd : {64, 24, 12}) {
+    const int kv_heads = 3, heads = 5, width = kv_heads * hd, window = 21;
     LayerCache cache(window, kv_heads, hd);  // 21 rounds up to 32 slots
     ASSERT_EQ(cache.slots(), 32);
     std::mt19937 rng(hd);
@@ -109,7 +111,7 @@ TEST(LayerMath, CachedAttentionIsThePlainLoop) {
       for (float& x : sinks) x = normal(rng);
       const int g = pos % kv_heads, first = first_visible(pos, window, true);
       const float scale = 0.125f;
-      cache.attend(q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
+      std::vector<float> want(heads * hd);
       for (int h = 0; h < heads; ++h) {
         std::vector<float> z;
         for (int s = first; s <= pos; ++s) {
@@ -118,10 +120,17 @@ TEST(LayerMath, CachedAttentionIsThePlainLoop) {
           z.push_back(dot * scale);
         }
         softmax_with_sink(z, sinks[h]);
-        for (int i = 0; i < hd; ++i) {
-          float want = 0;
-          for (int s = first; s <= pos; ++s) want += z[s - first] * values[s][g * hd + i];
-          ASSERT_EQ(out[h * hd + i], want) << "head_dim " << hd << " position " << pos << " head " << h << " dim " << i;
+        for (int i = 0; i < hd; ++i)
+          for (int s = first; s <= pos; ++s) want[h * hd + i] += z[s - first] * values[s][g * hd + i];
+      }
+      for (Isa isa : supported_isas()) {
+        cache.attend(dot_kernels(isa), q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
+        for (int i = 0; i < heads * hd; ++i) {
+          if (isa == Isa::scalar)
+            ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd << " dim " << i % hd;
+          else
+            ASSERT_NEAR(out[i], want[i], 2e-6f) << isa_name(isa) << " head_dim " << hd << " position " << pos
+                                                << " head " << i / hd << " dim " << i % hd;
         }
       }
     }

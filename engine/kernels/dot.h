@@ -4,7 +4,8 @@
 //     activations quantized to int8: a tile of rows x tokens at once, the
 //     int8 products on integer units (VNNI where the CPU has it);
 //   float weights (F32, F16, BF16) x float activations, a row at a time;
-// and the experts' activation between their two products, elementwise.
+// the experts' activation between their two products, elementwise; and the
+// three steps of attention over a KV cache (engine/kv_cache.h).
 // The scalar set is the reference every other set is tested against.
 #pragma once
 
@@ -41,6 +42,10 @@ struct Activations {
   int64_t d_stride() const { return 8 * block_groups(cols); }    // floats per token in d, offset
 };
 
+// Keys in a block of a KV cache's keys, stored [head_dim][kKeyBlock] (one
+// lane per position) so that the scores of a block come out together.
+constexpr int kKeyBlock = 16;
+
 struct DotKernels {
   Isa isa;
   // y[t * y_stride + r - row_begin] = row r . token t for the rows
@@ -61,6 +66,19 @@ struct DotKernels {
   // polynomial (within 2 ulp of expf) instead of libm's, 8 lanes at a time.
   void (*swiglu)(const float* gate, const float* up, const float* gate_bias, const float* up_bias,
                  int64_t n, float alpha, float limit, float* out);
+  // Attention of query heads [0, heads) (q [heads][head_dim]) that share a
+  // kv head, the sums of each in the plain loop's order in the scalar set:
+  //   scores[h * stride + j] = scale x (q_h . key first + j) for j < count,
+  //     of a key block kb [head_dim][kKeyBlock] (first + count <= kKeyBlock);
+  void (*score_keys)(const float* q, int heads, int head_dim, const float* kb, float scale, int first,
+                     int count, float* scores, int64_t stride);
+  //   z = the softmax of z's n logits and a sink logit that joins only the
+  //     denominator (softmax_with_sink, layer_math.h);
+  void (*softmax_sink)(float* z, int n, float sink);
+  //   out[h * head_dim + i] += the sum over s < n of p[h * stride + s] x
+  //     v[s][i] (v: n positions' values of the kv head).
+  void (*add_values)(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim,
+                     float* out);
 };
 
 // The kernels of one instruction set (compiled in; the CPU must support it).

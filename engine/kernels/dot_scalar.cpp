@@ -1,6 +1,7 @@
 // The reference kernels: plain loops over the packed layout, an integer sum
 // per block, one float multiply-add per block.
 #include <cstring>
+#include <span>
 
 #include "engine/kernels/dot.h"
 #include "engine/layer_math.h"
@@ -92,9 +93,30 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
+void score_keys(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
+                float* scores, int64_t stride) {
+  for (int h = 0; h < heads; ++h)
+    for (int j = first; j < first + count; ++j) {
+      float dot = 0;
+      for (int i = 0; i < head_dim; ++i) dot += q[h * head_dim + i] * kb[i * kKeyBlock + j];
+      scores[h * stride + j - first] = dot * scale;
+    }
+}
+
+void softmax_sink(float* z, int n, float sink) { softmax_with_sink(std::span<float>(z, static_cast<size_t>(n)), sink); }
+
+void add_values(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim, float* out) {
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < head_dim; ++i) {
+      float acc = out[h * head_dim + i];
+      for (int s = 0; s < n; ++s) acc += p[h * stride + s] * v[s][i];
+      out[h * head_dim + i] = acc;
+    }
+}
+
 }  // namespace
 
 const DotKernels kDotScalar{Isa::scalar, quantized_matmul<Q8_0Row>, quantized_matmul<Mxfp4Row>,
-                            f32, f16, bf16, swiglu};
+                            f32, f16, bf16, swiglu, score_keys, softmax_sink, add_values};
 
 }  // namespace tps

@@ -349,4 +349,90 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
+// H heads' scores of a key block: 2H chains of multiply-adds over the
+// dimensions, enough (8 for H = 4) to hide their latency.
+static_assert(kKeyBlock == 16, "a key block is two vectors");
+template <int H>
+void score_heads(const float* q, int head_dim, const float* kb, float scale, int first, int count, float* scores,
+                 int64_t stride) {
+  __m256 acc[H][2];
+  for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+  for (int i = 0; i < head_dim; ++i) {
+    const __m256 k0 = _mm256_loadu_ps(kb + 16 * i), k1 = _mm256_loadu_ps(kb + 16 * i + 8);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
+      acc[h][0] = _mm256_fmadd_ps(qh, k0, acc[h][0]);
+      acc[h][1] = _mm256_fmadd_ps(qh, k1, acc[h][1]);
+    }
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int h = 0; h < H; ++h) {
+    float block[16];
+    _mm256_storeu_ps(block, _mm256_mul_ps(acc[h][0], s));
+    _mm256_storeu_ps(block + 8, _mm256_mul_ps(acc[h][1], s));
+    std::memcpy(scores + h * stride, block + first, sizeof(float) * count);
+  }
+}
+
+void score_keys(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
+                float* scores, int64_t stride) {
+  int h = 0;
+  for (; h + 4 <= heads; h += 4) score_heads<4>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride);
+  auto rest = [&]<int H>() { score_heads<H>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride); };
+  switch (heads - h) {
+    case 3: return rest.template operator()<3>();
+    case 2: return rest.template operator()<2>();
+    case 1: return rest.template operator()<1>();
+  }
+}
+
+void softmax_sink(float* z, int n, float sink) {
+  int i = 0;
+  __m256 m8 = _mm256_set1_ps(sink);
+  for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(z + i));
+  float lanes[8], m = sink;
+  _mm256_storeu_ps(lanes, m8);
+  for (float l : lanes) m = std::max(m, l);
+  for (int j = i; j < n; ++j) m = std::max(m, z[j]);
+  __m256 sum8 = _mm256_setzero_ps();
+  const __m256 mv = _mm256_set1_ps(m);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(z + i), mv));
+    _mm256_storeu_ps(z + i, e);
+    sum8 = _mm256_add_ps(sum8, e);
+  }
+  float denom = std::exp(sink - m) + hsum(sum8);
+  for (; i < n; ++i) denom += z[i] = std::exp(z[i] - m);
+  const __m256 d = _mm256_set1_ps(denom);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, _mm256_div_ps(_mm256_loadu_ps(z + i), d));
+  for (; i < n; ++i) z[i] /= denom;
+}
+
+// Dimensions [i0, i0 + 8V) of one head's value sums, in V chains (8 for a
+// head of 64).
+template <int V>
+void add_value_dims(const float* p, const float* const* v, int n, int i0, float* out) {
+  __m256 acc[V];
+  for (int r = 0; r < V; ++r) acc[r] = _mm256_loadu_ps(out + i0 + 8 * r);
+  for (int s = 0; s < n; ++s) {
+    const __m256 ps = _mm256_broadcast_ss(p + s);
+#pragma GCC unroll 8
+    for (int r = 0; r < V; ++r) acc[r] = _mm256_fmadd_ps(ps, _mm256_loadu_ps(v[s] + i0 + 8 * r), acc[r]);
+  }
+  for (int r = 0; r < V; ++r) _mm256_storeu_ps(out + i0 + 8 * r, acc[r]);
+}
+
+void add_values(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim, float* out) {
+  for (int h = 0; h < heads; ++h) {
+    const float* ph = p + h * stride;
+    float* o = out + h * head_dim;
+    int i = 0;
+    for (; i + 64 <= head_dim; i += 64) add_value_dims<8>(ph, v, n, i, o);
+    for (; i + 8 <= head_dim; i += 8) add_value_dims<1>(ph, v, n, i, o);
+    for (; i < head_dim; ++i)
+      for (int s = 0; s < n; ++s) o[i] += ph[s] * v[s][i];
+  }
+}
+
 }  // namespace
