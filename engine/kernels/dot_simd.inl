@@ -24,15 +24,14 @@ inline __m256 lane_mask(int g) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-// Token t's activations of group k: 256 bytes of q and of aq (quad j at
-// 32j), and the group's 8 d and offset lanes.
+// Token t's activations of group k: 256 bytes of q (quad j at 32j), and
+// the group's 8 d and offset lanes.
 struct XGroup {
-  const int8_t *q, *aq;
+  const int8_t* q;
   const float *d, *offset;
 };
 inline XGroup x_group(const Activations& x, int t, int64_t k) {
-  return {x.q + t * x.q_stride() + 256 * k, x.aq + t * x.q_stride() + 256 * k,
-          x.d + t * x.d_stride() + 8 * k, x.offset + t * x.d_stride() + 8 * k};
+  return {x.q + t * x.q_stride() + 256 * k, x.d + t * x.d_stride() + 8 * k, x.offset + t * x.d_stride() + 8 * k};
 }
 
 // VNNI: 8 int32 lanes += the products of unsigned bytes u and signed bytes
@@ -61,21 +60,20 @@ struct Q8_0Format {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
   }
 
-  // Both sides are signed: |x| times w with x's sign makes them unsigned x
-  // signed.
+  // Both sides are signed: |w| times x with w's sign makes them unsigned x
+  // signed, and |w| is formed once for all the tokens of a tile (|x| would
+  // be a second load per token). A pair of products is at most 2 x 128 x
+  // 127: one fits int16, two not.
   static __m256i half_sum(const __m256i (&w)[4], const XGroup& x, int h) {
     const int8_t* q = x.q + 128 * h;
-    const int8_t* aq = x.aq + 128 * h;
     __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-      const __m256i signed_w = _mm256_sign_epi8(w[i], load256(q + 32 * i));
+      const __m256i abs_w = _mm256_abs_epi8(w[i]), signed_x = _mm256_sign_epi8(load256(q + 32 * i), w[i]);
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-      sum = dot_u8s8(sum, load256(aq + 32 * i), signed_w);
+      sum = dot_u8s8(sum, abs_w, signed_x);
 #else
-      // A pair of products is at most 2 x 127 x 127: one fits int16, two not.
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(load256(aq + 32 * i), signed_w),
-                                                    _mm256_set1_epi16(1)));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_x), _mm256_set1_epi16(1)));
 #endif
     }
     return sum;
@@ -148,7 +146,7 @@ __attribute__((always_inline)) inline void row_group(const uint8_t* v, const uin
     // operands of the products: hoisted out of the loop over a tile's rows,
     // GCC kept them in registers and spilled the tile's other values
     // (decode 10-20% slower in L2).
-    asm("" : "+r"(xg[0].q), "+r"(xg[0].aq), "+r"(xg[0].d), "+r"(xg[0].offset));
+    asm("" : "+r"(xg[0].q), "+r"(xg[0].d), "+r"(xg[0].offset));
   }
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {

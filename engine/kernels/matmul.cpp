@@ -16,7 +16,7 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
 void QuantizedActivations::resize(int tokens, int64_t cols) {
   cols_ = cols;
   const Activations shape{.cols = cols};
-  q_.resize(tokens * shape.q_stride()), aq_.resize(tokens * shape.q_stride());
+  q_.resize(tokens * shape.q_stride());
   d_.resize(tokens * shape.d_stride()), offset_.resize(tokens * shape.d_stride());
 }
 
@@ -26,7 +26,6 @@ void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
   const int64_t blocks = cols / 32, q_stride = shape.q_stride(), d_stride = shape.d_stride();
   for (int t = first; t < first + count; ++t) {
     int8_t* q = q_.data() + t * q_stride;
-    int8_t* aq = aq_.data() + t * q_stride;
     float* d = d_.data() + t * d_stride;
     float* offset = offset_.data() + t * d_stride;
     // The lanes of a last group past the row's last block stay zero.
@@ -62,13 +61,12 @@ void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
       d[b] = scale;
       offset[b] = 12.0f * scale * static_cast<float>(sum);
     }
-    for (int64_t i = 0; i < q_stride; ++i) aq[i] = static_cast<int8_t>(std::abs(q[i]));
   }
 }
 
 Activations QuantizedActivations::view(const float* f, int first, int count) const {
   Activations a{.f = f + first * cols_, .cols = cols_, .tokens = count};
-  a.q = q_.data() + first * a.q_stride(), a.aq = aq_.data() + first * a.q_stride();
+  a.q = q_.data() + first * a.q_stride();
   a.d = d_.data() + first * a.d_stride(), a.offset = offset_.data() + first * a.d_stride();
   return a;
 }

@@ -46,7 +46,7 @@ class QuantizedActivations {
   Activations view(const float* f, int first, int count) const;
 
  private:
-  std::vector<int8_t, LineAligned<int8_t>> q_, aq_;
+  std::vector<int8_t, LineAligned<int8_t>> q_;
   std::vector<float, LineAligned<float>> d_, offset_;
   int64_t cols_ = 0;
 };
