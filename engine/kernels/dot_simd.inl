@@ -211,7 +211,7 @@ void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int 
 
 // Tiles over the rows and all tokens. Decode (one token) goes a whole tile
 // of four rows at a time. A batch goes by panels of 16 rows: for each tile
-// of four tokens (then 2, 1), each row of the panel in turn, so that the
+// of four tokens (then 3 or 2), each row of the panel in turn, so that the
 // panel's weights and the tile's activations both stay in L2 while they meet
 // (a row against every token would stream the whole batch's activations
 // from L3 for every row). The shapes were chosen by measurement
@@ -241,10 +241,13 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_
     auto panel = [&]<int N>(int t) {
       for (int64_t row = p0; row < p1; ++row) one_row.template operator()<N>(row, t);
     };
-    int t = 0;
-    for (; t + 4 <= x.tokens; t += 4) panel.template operator()<4>(t);
-    if (t + 2 <= x.tokens) panel.template operator()<2>(t), t += 2;
-    if (t < x.tokens) panel.template operator()<1>(t);
+    // Tiles of 4 tokens, the rest (of 2 or more tokens) in tiles of 3 or 2:
+    // a lone token's tile decodes each weight group for one token.
+    int fours = x.tokens / 4, rest = x.tokens % 4, t = 0;
+    if (rest == 1) --fours, rest = 5;  // 3 + 2
+    for (; t < 4 * fours; t += 4) panel.template operator()<4>(t);
+    if (rest >= 3) panel.template operator()<3>(t), t += 3, rest -= 3;
+    if (rest == 2) panel.template operator()<2>(t);
   }
 }
 
