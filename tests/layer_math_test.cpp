@@ -127,7 +127,8 @@ TEST(LayerMath, CachedAttentionIsThePlainLoop) {
         cache.attend(dot_kernels(isa), q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
         for (int i = 0; i < heads * hd; ++i) {
           if (isa == Isa::scalar)
-            ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd << " dim " << i % hd;
+            ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd
+                                       << " dim " << i % hd;
           else
             ASSERT_NEAR(out[i], want[i], 2e-6f) << isa_name(isa) << " head_dim " << hd << " position " << pos
                                                 << " head " << i / hd << " dim " << i % hd;

@@ -379,12 +379,14 @@ void score_heads(const float* q, int head_dim, const float* kb, float scale, int
 void score_keys(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
                 float* scores, int64_t stride) {
   int h = 0;
-  for (; h + 4 <= heads; h += 4) score_heads<4>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride);
-  auto rest = [&]<int H>() { score_heads<H>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride); };
+  auto heads_from_h = [&]<int H>() {
+    score_heads<H>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride);
+  };
+  for (; h + 4 <= heads; h += 4) heads_from_h.template operator()<4>();
   switch (heads - h) {
-    case 3: return rest.template operator()<3>();
-    case 2: return rest.template operator()<2>();
-    case 1: return rest.template operator()<1>();
+    case 3: return heads_from_h.template operator()<3>();
+    case 2: return heads_from_h.template operator()<2>();
+    case 1: return heads_from_h.template operator()<1>();
   }
 }
 
