@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace tps {
 
 LayerCache::LayerCache(int slots, int kv_heads, int head_dim)

@@ -20,7 +20,6 @@ namespace tps {
 
 class LayerCache {
  public:
-
   LayerCache() = default;
   // At least `slots` positions (rounded up to whole key blocks).
   LayerCache(int slots, int kv_heads, int head_dim);

@@ -33,8 +33,8 @@ class QuantizedActivations {
  public:
   // Quantizes `tokens` rows of cols floats (cols a multiple of 32): per block
   // d = max|x| / 127, q = x / d rounded to nearest (ties to even), d then
-  // rounded to F16 as in Q8_0 blocks; and
-  // the planes derived from q and d (dot.h).
+  // rounded to F16 as in Q8_0 blocks; and the offset plane derived from q
+  // and d (dot.h).
   void quantize(const float* x, int tokens, int64_t cols);
   // The same in two steps, so that threads can share the rows: room for
   // `tokens` rows of cols, then rows [first, first + count) of x (row t of
