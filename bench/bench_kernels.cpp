@@ -145,7 +145,7 @@ struct Context {
 Context* ctx = nullptr;
 
 void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int threads) {
-  const DotKernels& k = dot_kernels(isa);
+  const KernelSet& k = kernel_set(isa);
   const WeightPool& w = ctx->weights_for(type, shape.rows, shape.cols);
   ThreadPool& pool = ctx->pool(threads);
 
@@ -185,7 +185,7 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
 // (each with its 8 query heads) split across the threads as Session does.
 // Reported: KV GB/s (the keys and values of the layer, counted once).
 void bm_attention(benchmark::State& state, Isa isa, int positions, int threads) {
-  const DotKernels& kernels = dot_kernels(isa);
+  const KernelSet& kernels = kernel_set(isa);
   constexpr int kHeads = 64, kKvHeads = 8, kDim = 64;
   ThreadPool& pool = ctx->pool(threads);
   LayerCache cache(positions, kKvHeads, kDim);

@@ -25,7 +25,7 @@ class Stopwatch {
 
 Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exchange& exchange)
     : c_(m.config), w_(m.weights.views), shard_(m.shard), opt_(o), pool_(pool),
-      exchange_(exchange), dot_(o.kernels ? *o.kernels : best_dot_kernels()),
+      exchange_(exchange), kernels_(o.kernels ? *o.kernels : best_kernel_set()),
       rope_(make_yarn_rope(m.config, o.yarn_truncate)) {
   if (o.n_ctx < 1) throw InputError(cat("--ctx ", o.n_ctx, ": expected at least 1 position"));
   if (o.max_batch < 1) throw InputError(cat("batch size ", o.max_batch, ": expected >= 1"));
@@ -101,7 +101,7 @@ void Session::parallel_rows(std::initializer_list<Product> products, int n) {
         const int64_t b = std::max(begin, first) - first, e = std::min(end, first + p.w.rows) - first;
         first += p.w.rows;
         if (b >= e) continue;
-        matmul_rows(dot_, p.w, b, e, act_, p.y, p.w.rows);
+        matmul_rows(kernels_, p.w, b, e, act_, p.y, p.w.rows);
         if (p.bias)
           for (int i = 0; i < n; ++i)
             for (int64_t r = b; r < e; ++r) p.y[i * p.w.rows + r] += p.bias[r];
@@ -198,7 +198,7 @@ void Session::attention(int layer, int n) {
         const int t = n - 1 - static_cast<int>(item / kv_heads), g = static_cast<int>(item % kv_heads);
         const int p = pos_ + t;
         const int64_t at = t * q_w + static_cast<int64_t>(g) * group * hd;
-        cache.attend(dot_, q_.data() + at, group, g, first_visible(p, static_cast<int>(c_.sliding_window), sliding),
+        cache.attend(kernels_, q_.data() + at, group, g, first_visible(p, static_cast<int>(c_.sliding_window), sliding),
                      p, scale, L.sinks + g * group, scores_[th].data(), attn_.data() + at);
       }
   });
@@ -277,12 +277,12 @@ void Session::moe(int layer, int n) {
     take_group_runs(features, ff, [&](size_t gi, int64_t f0, int64_t f1) {
       const Group& g = groups[gi];
       const Activations a = token_rows(xg, d, g.first, g.count, q8 ? &xq_ : nullptr);
-      matmul_rows(dot_, L.gate.slice(g.expert * ff, ff), f0, f1, a, gate_out + g.first * ff, ff);
-      matmul_rows(dot_, L.up.slice(g.expert * ff, ff), f0, f1, a, up_out + g.first * ff, ff);
+      matmul_rows(kernels_, L.gate.slice(g.expert * ff, ff), f0, f1, a, gate_out + g.first * ff, ff);
+      matmul_rows(kernels_, L.up.slice(g.expert * ff, ff), f0, f1, a, up_out + g.first * ff, ff);
       const float* bg = L.gate_b + g.expert * ff;
       const float* bu = L.up_b + g.expert * ff;
       for (int e = g.first; e < g.first + g.count; ++e)
-        dot_.swiglu(gate_out + e * ff + f0, up_out + e * ff + f0, bg + f0, bu + f0, f1 - f0, c_.swiglu_alpha,
+        kernels_.swiglu(gate_out + e * ff + f0, up_out + e * ff + f0, bg + f0, bu + f0, f1 - f0, c_.swiglu_alpha,
                     c_.swiglu_limit, act + e * ff + f0);
     });
   });
@@ -293,7 +293,7 @@ void Session::moe(int layer, int n) {
     take_group_runs(down_rows, d, [&](size_t gi, int64_t row0, int64_t row1) {
       const Group& g = groups[gi];
       const Activations a = token_rows(act, ff, g.first, g.count, dq8 ? &act_q_ : nullptr);
-      matmul_rows(dot_, L.down.slice(g.expert * d, d), row0, row1, a, down_.data() + g.first * d, d);
+      matmul_rows(kernels_, L.down.slice(g.expert * d, d), row0, row1, a, down_.data() + g.first * d, d);
     });
   });
 

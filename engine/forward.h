@@ -37,7 +37,7 @@ struct SessionOptions {
   int n_ctx = 4096;        // positions the KV cache holds
   int max_batch = 128;     // prompt tokens per forward step
   bool yarn_truncate = false;  // llama.cpp's rounded YaRN range (see rope.h)
-  const DotKernels* kernels = nullptr;  // nullptr: the CPU's best
+  const KernelSet* kernels = nullptr;  // nullptr: the CPU's best
 };
 
 class Session {
@@ -87,7 +87,7 @@ class Session {
   SessionOptions opt_;
   ThreadPool& pool_;
   Exchange& exchange_;
-  const DotKernels& dot_;
+  const KernelSet& kernels_;
   // The shard's attention: query heads, their width, the KV width.
   int n_head_, q_w_, kv_w_;
   RopeTable rope_;

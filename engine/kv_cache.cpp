@@ -21,7 +21,7 @@ void LayerCache::store(int pos, const float* k, const float* v) {
   std::copy_n(v, width, v_.data() + slot * width);
 }
 
-void LayerCache::attend(const DotKernels& k, const float* q, int heads, int g, int first, int last, float scale,
+void LayerCache::attend(const KernelSet& k, const float* q, int heads, int g, int first, int last, float scale,
                         const float* sinks, float* scores, float* out) const {
   const int count = last - first + 1;
   // Scores a key block at a time, of which the visible positions take a run

@@ -36,7 +36,7 @@ class LayerCache {
   // go together so that each key and value block is read from memory once
   // for all of them, not once per head; each head's result is the bits of
   // attending alone.
-  void attend(const DotKernels& k, const float* q, int heads, int g, int first, int last, float scale,
+  void attend(const KernelSet& k, const float* q, int heads, int g, int first, int last, float scale,
               const float* sinks, float* scores, float* out) const;
 
  private:

@@ -150,7 +150,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                         {"ranks", mpi.size()},
                         {"exchange", transport_name(r.exchange.transport())},
                         {"threads", setup.binding.threads},
-                        {"kernels", isa_name(best_dot_kernels().isa)},
+                        {"kernels", isa_name(best_kernel_set().isa)},
                         {"load_seconds", r.load_seconds},
                         {"decode_seconds", decode_s},
                         {"prefill_seconds", prefill_s},

@@ -93,7 +93,7 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     const ModelConfig& c = model.config;
     log_info("tps: model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert,
              " experts (top-", c.n_expert_used, "), d=", c.n_embd, "; kernels ",
-             isa_name(best_dot_kernels().isa), "; exchange ", transport_name(exchange.transport()));
+             isa_name(best_kernel_set().isa), "; exchange ", transport_name(exchange.transport()));
     for (const std::string& l : lines) log_info("tps: ", l);
   }
 }

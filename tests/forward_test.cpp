@@ -29,7 +29,7 @@ std::vector<int32_t> prompt(int n) {
 }
 
 SessionOptions with_isa(SessionOptions o, Isa isa) {
-  o.kernels = &dot_kernels(isa);
+  o.kernels = &kernel_set(isa);
   return o;
 }
 

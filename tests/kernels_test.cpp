@@ -117,7 +117,7 @@ TEST(Kernels, ScalarKernelOnPackedRowsMatchesDequantizedArithmetic) {
       qa.quantize(x.data(), tokens, cols);
       const Activations a = qa.view(x.data(), 0, tokens);
       std::vector<float> y(tokens * rows);
-      (type == GgmlType::Q8_0 ? kDotScalar.q8_0 : kDotScalar.mxfp4)(w.data(), row_bytes(type, cols),
+      (type == GgmlType::Q8_0 ? kScalarKernels.q8_0 : kScalarKernels.mxfp4)(w.data(), row_bytes(type, cols),
                                                                    rows, 0, rows, a, y.data(), rows);
       std::vector<float> wf(cols);
       for (int t = 0; t < tokens; ++t) {
@@ -155,14 +155,14 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
         QuantizedActivations qa;
         qa.quantize(x.data(), tokens, cols);
         const Activations a = qa.view(x.data(), 0, tokens);
-        auto run = [&](const DotKernels& k, int64_t r0, int64_t r1, const Activations& in, float* y,
+        auto run = [&](const KernelSet& k, int64_t r0, int64_t r1, const Activations& in, float* y,
                        int64_t stride) {
           (type == GgmlType::Q8_0 ? k.q8_0 : k.mxfp4)(w.data(), rb, rows, r0, r1, in, y, stride);
         };
         std::vector<float> want(tokens * rows), got(tokens * rows);
-        run(kDotScalar, 0, rows, a, want.data(), rows);
+        run(kScalarKernels, 0, rows, a, want.data(), rows);
         for (Isa isa : isas) {
-          const DotKernels& k = dot_kernels(isa);
+          const KernelSet& k = kernel_set(isa);
           run(k, 0, rows, a, got.data(), rows);
           for (int t = 0; t < tokens; ++t)
             for (int r = 0; r < rows; ++r) {
@@ -198,16 +198,16 @@ TEST(Kernels, FloatKernelsOfEveryIsaMatchTheScalarReference) {
     for (int64_t n : {1, 7, 8, 15, 16, 33, 2880, 4099}) {
       const std::vector<uint8_t> w = file_rows(type, 1, n, static_cast<uint32_t>(n));
       const std::vector<float> x = random_floats(n, 9);
-      auto run = [&](const DotKernels& k) {
+      auto run = [&](const KernelSet& k) {
         return (type == GgmlType::F32 ? k.f32 : type == GgmlType::F16 ? k.f16 : k.bf16)(w.data(), x.data(), n);
       };
       std::vector<float> wf(n);
       dequantize_row(type, w.data(), wf.data(), n);
       double magnitude = 0;
       for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(wf[i]) * x[i]);
-      const float want = run(kDotScalar);
+      const float want = run(kScalarKernels);
       for (Isa isa : supported_isas())
-        EXPECT_NEAR(run(dot_kernels(isa)), want, 1e-5 * magnitude + 1e-30)
+        EXPECT_NEAR(run(kernel_set(isa)), want, 1e-5 * magnitude + 1e-30)
             << type_name(type) << " n=" << n << " isa=" << isa_name(isa);
     }
 }
@@ -223,9 +223,9 @@ TEST(Kernels, SwigluOfEveryIsaMatchesTheScalarReference) {
     for (int64_t i = 0; i < n; ++i) gate[i] *= 1 + i % 7 * 5.0f, up[i] *= 1 + i % 5 * 4.0f;
     if (n > 20) gate[3] = -200.0f, gate[4] = -60.0f, gate[5] = std::nanf(""), up[6] = std::nanf("");
     std::vector<float> want(n), got(n);
-    kDotScalar.swiglu(gate.data(), up.data(), gate_bias.data(), up_bias.data(), n, alpha, limit, want.data());
+    kScalarKernels.swiglu(gate.data(), up.data(), gate_bias.data(), up_bias.data(), n, alpha, limit, want.data());
     for (Isa isa : supported_isas()) {
-      dot_kernels(isa).swiglu(gate.data(), up.data(), gate_bias.data(), up_bias.data(), n, alpha, limit, got.data());
+      kernel_set(isa).swiglu(gate.data(), up.data(), gate_bias.data(), up_bias.data(), n, alpha, limit, got.data());
       for (int64_t i = 0; i < n; ++i)
         EXPECT_NEAR(got[i], want[i], 3e-7f * std::fabs(want[i]) + 1e-30f)
             << "n=" << n << " i=" << i << " gate=" << gate[i] + gate_bias[i] << " isa=" << isa_name(isa);
@@ -244,15 +244,15 @@ TEST(Kernels, MatmulRowsFillsOnlyItsRowsAtTheStride) {
     qa.quantize(x.data(), tokens, cols);
     const Matrix m{type, rows, cols, w.data(), row_bytes(type, cols)};
     std::vector<float> y(tokens * rows, -1);
-    matmul_rows(kDotScalar, m, 1, 4, qa.view(x.data(), 0, tokens), y.data(), rows);
+    matmul_rows(kScalarKernels, m, 1, 4, qa.view(x.data(), 0, tokens), y.data(), rows);
     for (int t = 0; t < tokens; ++t)
       for (int r = 0; r < rows; ++r) {
         float want = -1;
         if (r >= 1 && r < 4) {
           if (type == GgmlType::F32) {
-            want = kDotScalar.f32(m.row(r), x.data() + t * cols, cols);
+            want = kScalarKernels.f32(m.row(r), x.data() + t * cols, cols);
           } else {
-            kDotScalar.q8_0(m.data, m.row_bytes, rows, r, r + 1, qa.view(x.data(), t, 1), &want, 1);
+            kScalarKernels.q8_0(m.data, m.row_bytes, rows, r, r + 1, qa.view(x.data(), t, 1), &want, 1);
           }
         }
         EXPECT_EQ(y[t * rows + r], want) << type_name(type) << " " << t << "," << r;

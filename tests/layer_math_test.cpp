@@ -124,7 +124,7 @@ TEST(LayerMath, CachedAttentionIsThePlainLoop) {
           for (int s = first; s <= pos; ++s) want[h * hd + i] += z[s - first] * values[s][g * hd + i];
       }
       for (Isa isa : supported_isas()) {
-        cache.attend(dot_kernels(isa), q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
+        cache.attend(kernel_set(isa), q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
         for (int i = 0; i < heads * hd; ++i) {
           if (isa == Isa::scalar)
             ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd

@@ -15,11 +15,11 @@ const char* isa_name(Isa isa) {
   return "?";
 }
 
-const DotKernels& dot_kernels(Isa isa) {
+const KernelSet& kernel_set(Isa isa) {
   switch (isa) {
-    case Isa::avx2: return kDotAvx2;
-    case Isa::avx512: return kDotAvx512;
-    default: return kDotScalar;
+    case Isa::avx2: return kAvx2Kernels;
+    case Isa::avx512: return kAvx512Kernels;
+    default: return kScalarKernels;
   }
 }
 
@@ -35,17 +35,17 @@ std::vector<Isa> supported_isas() {
   return out;
 }
 
-const DotKernels& best_dot_kernels() {
-  static const DotKernels& chosen = [] () -> const DotKernels& {
+const KernelSet& best_kernel_set() {
+  static const KernelSet& chosen = [] () -> const KernelSet& {
     std::vector<Isa> isas = supported_isas();
     if (const char* want = std::getenv("TPS_ISA")) {
       for (Isa isa : isas)
         if (std::strcmp(want, isa_name(isa)) == 0 || (std::strcmp(want, "avx512") == 0 && isa == Isa::avx512))
-          return dot_kernels(isa);
+          return kernel_set(isa);
       throw InputError(cat("TPS_ISA=", want, ": not supported by this CPU (expected scalar, avx2 "
                            "or avx512)"));
     }
-    return dot_kernels(isas.back());
+    return kernel_set(isas.back());
   }();
   return chosen;
 }

@@ -44,7 +44,9 @@ struct Activations {
 // lane per position) so that the scores of a block come out together.
 constexpr int kKeyBlock = 16;
 
-struct DotKernels {
+// One instruction set's kernels: the matrix products, the experts'
+// activation and attention's steps.
+struct KernelSet {
   Isa isa;
   // y[t * y_stride + r - row_begin] = row r . token t for the rows
   // [row_begin, row_end) of a packed matrix (kernels/packed_rows.h) of
@@ -80,16 +82,16 @@ struct DotKernels {
 };
 
 // The kernels of one instruction set (compiled in; the CPU must support it).
-const DotKernels& dot_kernels(Isa isa);
+const KernelSet& kernel_set(Isa isa);
 // The instruction sets this CPU runs, best last; scalar always.
 std::vector<Isa> supported_isas();
 // The best supported set, chosen once (TPS_ISA=scalar|avx2|avx512 overrides,
 // for testing and comparison).
-const DotKernels& best_dot_kernels();
+const KernelSet& best_kernel_set();
 
 // Implemented in dot_scalar.cpp, dot_avx2.cpp, dot_avx512.cpp.
-extern const DotKernels kDotScalar;
-extern const DotKernels kDotAvx2;
-extern const DotKernels kDotAvx512;
+extern const KernelSet kScalarKernels;
+extern const KernelSet kAvx2Kernels;
+extern const KernelSet kAvx512Kernels;
 
 }  // namespace tps

@@ -78,10 +78,10 @@ int64_t row_grain(const Matrix& w) {
   return std::max<int64_t>(1, (rows + kPanel - 1) / kPanel) * kPanel;
 }
 
-void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_t row_end,
+void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end,
                  const Activations& x, float* y, int64_t y_stride) {
   const int64_t n = w.cols;
-  auto integer = [&](DotKernels::QuantizedMatmul kernel) {
+  auto integer = [&](KernelSet::QuantizedMatmul kernel) {
     if (row_end > row_begin) kernel(w.data, w.row_bytes, w.rows, row_begin, row_end, x, y + row_begin, y_stride);
   };
   auto floats = [&](auto dot) {

@@ -58,7 +58,7 @@ int64_t row_grain(const Matrix& w);
 
 // y[t * y_stride + r] = (row r of w) . x[t] for r in [row_begin, row_end). Q8_0
 // and MXFP4 weights must be packed (kernels/packed_rows.h) and x quantized.
-void matmul_rows(const DotKernels& k, const Matrix& w, int64_t row_begin, int64_t row_end,
+void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end,
                  const Activations& x, float* y, int64_t y_stride);
 
 }  // namespace tps
