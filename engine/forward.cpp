@@ -283,7 +283,7 @@ void Session::moe(int layer, int n) {
       const float* bu = L.up_b + g.expert * ff;
       for (int e = g.first; e < g.first + g.count; ++e)
         kernels_.swiglu(gate_out + e * ff + f0, up_out + e * ff + f0, bg + f0, bu + f0, f1 - f0, c_.swiglu_alpha,
-                    c_.swiglu_limit, act + e * ff + f0);
+                        c_.swiglu_limit, act + e * ff + f0);
     });
   });
   const bool dq8 = L.down.wants_q8();

@@ -117,8 +117,8 @@ TEST(Kernels, ScalarKernelOnPackedRowsMatchesDequantizedArithmetic) {
       qa.quantize(x.data(), tokens, cols);
       const Activations a = qa.view(x.data(), 0, tokens);
       std::vector<float> y(tokens * rows);
-      (type == GgmlType::Q8_0 ? kScalarKernels.q8_0 : kScalarKernels.mxfp4)(w.data(), row_bytes(type, cols),
-                                                                   rows, 0, rows, a, y.data(), rows);
+      (type == GgmlType::Q8_0 ? kScalarKernels.q8_0 : kScalarKernels.mxfp4)(w.data(), row_bytes(type, cols), rows, 0,
+                                                                           rows, a, y.data(), rows);
       std::vector<float> wf(cols);
       for (int t = 0; t < tokens; ++t) {
         const std::vector<float> xf = dequantized(a, t);

@@ -117,6 +117,6 @@ void add_values(const float* p, int64_t stride, int heads, const float* const* v
 }  // namespace
 
 const KernelSet kScalarKernels{Isa::scalar, quantized_matmul<Q8_0Row>, quantized_matmul<Mxfp4Row>,
-                            f32, f16, bf16, swiglu, score_keys, softmax_sink, add_values};
+                               f32, f16, bf16, swiglu, score_keys, softmax_sink, add_values};
 
 }  // namespace tps
