@@ -6,7 +6,7 @@
 //                       the output head 16384x2880 (the whole head is
 //                       201088 rows; a slice keeps the weights at a few
 //                       hundred MB while still far larger than any cache)
-//   prefill (a batch of 128 tokens, tpsrun's default --batch): expert 2880x2880
+//   prefill (a 128-token prompt, one batch at tpsrun's default --batch): expert 2880x2880
 //                       with all 128 tokens, and with 16: what one expert
 //                       gets of a 128-token prompt on average (x 4 of 32)
 // and the attention of a decode step over 128, 1024 and 4096 cached positions.

@@ -34,7 +34,8 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   n_head_ = static_cast<int>(kv_heads * (c.n_head / c.n_head_kv));
   q_w_ = static_cast<int>(n_head_ * c.head_dim);
   kv_w_ = static_cast<int>(kv_heads * c.head_dim);
-  const int64_t B = o.max_batch, d = c.n_embd, q = q_w_, kv = kv_w_,
+  // A step has at most max_batch tokens, and never more than the context.
+  const int64_t B = std::min(o.max_batch, o.n_ctx), d = c.n_embd, q = q_w_, kv = kv_w_,
                 ff = shard_.share.ff.size(), kk = c.n_expert_used;
   cache_.resize(c.n_layer);
   for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {

@@ -17,7 +17,7 @@ struct RunOptions {
   SamplerParams sampler;
   bool seed_given = false;
   int ctx = 4096;
-  int batch = 128;
+  int batch = 512;  // as llama.cpp's default micro-batch
   bool chat = false;
   bool show_analysis = false;
   std::string reasoning = "medium";
