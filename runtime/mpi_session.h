@@ -38,8 +38,9 @@ class MpiSession {
   // ranks get an empty vector). Collective.
   std::vector<std::string> gather_to_root(const std::string& text) const;
 
-  // Prints "tps: rank R on HOST: message" to stderr and ends every rank of the
-  // job with exit_code. Never returns.
+  // Prints "tps: rank R on HOST: message" to stderr ("tps: message" for a
+  // job of one rank, which then exits with nothing after it) and ends every
+  // rank of the job with exit_code. Never returns.
   [[noreturn]] void abort(const std::string& message, int exit_code) const;
 
  private:

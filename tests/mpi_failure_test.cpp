@@ -1,5 +1,6 @@
 // A failing rank ends every rank within seconds, with its message: for an
-// exception, a bad-input error, a non-zero return and a rank killed outright.
+// exception, a bad-input error, a non-zero return and a rank killed outright;
+// a job of one process prints its message alone.
 #include <gtest/gtest.h>
 
 #include "tests/tool_runner.h"
@@ -36,6 +37,14 @@ TEST(MpiFailure, NonZeroReturnEndsAll) {
   auto r = run_probe(4, 3, "return");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("tps: rank 3 on "), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, kPromptly);
+}
+
+TEST(MpiFailure, OneProcessPrintsOneLine) {
+  // Started without mpiexec (a singleton): the message is all of stderr.
+  auto r = run_tool(std::string(MPI_FAILURE_PROBE_PATH) + " 0 input");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "tps: probe: bad input on purpose\n");
   EXPECT_LT(r.seconds, kPromptly);
 }
 
