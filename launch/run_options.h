@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "engine/forward.h"
 #include "engine/sampler.h"
 
 namespace tps {
@@ -17,7 +18,7 @@ struct RunOptions {
   SamplerParams sampler;
   bool seed_given = false;
   int ctx = 4096;
-  int batch = 512;  // as llama.cpp's default micro-batch
+  int batch = SessionOptions{}.max_batch;
   bool chat = false;
   bool show_analysis = false;
   std::string reasoning = "medium";
