@@ -454,7 +454,8 @@ TEST(GgufMalformed, Headers) {
 
   const uint64_t left = good.size() - 24;
   expect_error(poked<uint64_t>(good, 8, 1ull << 60), "tensor count 1152921504606846976 cannot fit");
-  expect_error(poked<uint64_t>(good, 8, left / 33 + 1), cat("tensor count ", left / 33 + 1, " cannot fit in the ", left, " bytes left"));
+  expect_error(poked<uint64_t>(good, 8, left / 33 + 1),
+               cat("tensor count ", left / 33 + 1, " cannot fit in the ", left, " bytes left"));
   expect_error(poked<uint64_t>(good, 16, ~0ull), "metadata count 18446744073709551615 cannot fit");
   expect_error(poked<uint64_t>(good, 16, left / 14 + 1), cat("metadata count ", left / 14 + 1, " cannot fit"));
 }
