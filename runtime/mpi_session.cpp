@@ -58,14 +58,13 @@ void MpiSession::abort(const std::string& message, int exit_code) const {
                                : cat("tps: ", message, "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
-  if (size_ == 1) {
-    // No other rank to stop: end as a plain program does, without the
-    // notice that MPI_Abort prints after the message.
+  // With no other rank to stop, end as a plain program does, without the
+  // notice that MPI_Abort prints after the message.
+  if (size_ > 1)
+    MPI_Abort(MPI_COMM_WORLD, exit_code);  // does not return
+  else
     MPI_Finalize();
-    std::_Exit(exit_code);
-  }
-  MPI_Abort(MPI_COMM_WORLD, exit_code);
-  std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]].
+  std::_Exit(exit_code);
 }
 
 int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)>& body) {
