@@ -30,12 +30,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/ggml_types.h"
-#include "engine/kernels/dot.h"
+#include "engine/gguf/ggml_types.h"
+#include "engine/kernels/kernel_set.h"
 #include "engine/kernels/matmul.h"
-#include "engine/kv_cache.h"
-#include "engine/quant_blocks.h"
-#include "engine/weights.h"
+#include "engine/step/kv_cache.h"
+#include "engine/gguf/quant_blocks.h"
+#include "engine/model/weights.h"
 #include "runtime/error.h"
 #include "runtime/page_buffer.h"
 #include "runtime/thread_pool.h"

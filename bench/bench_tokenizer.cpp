@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/o200k_vocab.h"
-#include "engine/tokenizer.h"
+#include "engine/text/o200k_vocab.h"
+#include "engine/text/tokenizer.h"
 #include "runtime/error.h"
 
 namespace {

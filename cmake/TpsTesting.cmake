@@ -23,7 +23,7 @@ set(TPS_MPIEXEC ${MPIEXEC_EXECUTABLE} --oversubscribe)
 function(tps_add_gtest)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS;FIXTURES" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest_main)
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} tps_test_support GTest::gtest_main)
   target_compile_definitions(${T_NAME} PRIVATE
     TPS_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
     # For tests that start mpirun themselves, with the MPI tests' environment.
@@ -45,7 +45,7 @@ endfunction()
 function(tps_add_mpi_gtest)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;RANKS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/mpi_gtest_main.cpp)
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} tps_runtime GTest::gtest)
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} tps_runtime tps_test_support GTest::gtest)
   target_compile_definitions(${T_NAME} PRIVATE TPS_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
   foreach(k IN LISTS T_RANKS)
     add_test(NAME ${T_NAME}.np${k}

@@ -68,7 +68,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   auto t0 = Clock::now();
   std::vector<float> logits;
   session.forward(prompt, false, logits);
-  const double prefill_s = since(t0);
+  const double prefill_s = seconds_since(t0);
   const Session::Timings prefill_parts = session.timings();
 
   nlohmann::json logprobs = nlohmann::json::array();
@@ -80,8 +80,8 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   while (!seq.done()) {
     auto ts = Clock::now();
     const Pick p = pick(r, logits, sampler, o.top_logprobs);
-    sampling_s += since(ts);
-    if (seq.generated().empty()) ttft = since(t0);
+    sampling_s += seconds_since(ts);
+    if (seq.generated().empty()) ttft = seconds_since(t0);
     if (o.top_logprobs > 0) logprobs.push_back(logprob_json(p));
     const std::string printable = seq.accept(p.id, m.tokenizer);
     generated_text += printable;
@@ -96,7 +96,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     }
     session.forward(std::vector<int32_t>{p.id}, false, logits);
   }
-  const double decode_s = since(t1);
+  const double decode_s = seconds_since(t1);
   const std::vector<int32_t>& out = seq.generated();
   const std::string& stop = seq.stop();
   std::string tail = seq.flush();
@@ -205,7 +205,7 @@ int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup
   std::vector<float> logits;
   auto t0 = Clock::now();
   session.forward(ids, true, logits);
-  const double s = since(t0);
+  const double s = seconds_since(t0);
 
   // Each position's log-probabilities: by all ranks together from their
   // vocabulary rows, or by the last rank of a pipeline alone.

@@ -181,7 +181,7 @@ int run_parallel(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     run.pipeline();
   else
     run.lockstep();
-  const double seconds = since(t0);
+  const double seconds = seconds_since(t0);
   if (mpi.rank() != 0) return 0;
 
   int generated = 0;

@@ -66,7 +66,7 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     : pool(make_pool(setup.binding.threads, setup.thread_pus)),
       model(load(o, mpi, pool)),
       exchange(mpi, o.exchange, static_cast<size_t>(o.batch) * model.config.n_embd),
-      load_seconds(since(t0)),
+      load_seconds(seconds_since(t0)),
       numa_node(setup.machine.numa_nodes.at(setup.binding.numa_node).os_index) {
   // Once every rank on the host has its copy, the file's pages can go.
   exchange.barrier();

@@ -3,23 +3,18 @@
 // ranks decide the next token together.
 #pragma once
 
-#include <chrono>
 #include <span>
 
-#include "engine/forward.h"
-#include "engine/model.h"
+#include "engine/step/forward.h"
+#include "engine/model/model.h"
 #include "launch/rank_setup.h"
 #include "launch/run_options.h"
+#include "runtime/clock.h"
 #include "runtime/exchange.h"
 #include "runtime/mpi_session.h"
 #include "runtime/thread_pool.h"
 
 namespace tps {
-
-using Clock = std::chrono::steady_clock;
-inline double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // The split --split names; auto is the mode measured fastest here
 // (docs/PERFORMANCE.md): tensor.

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "engine/forward.h"
-#include "engine/sampler.h"
+#include "engine/step/forward.h"
+#include "engine/step/sampler.h"
 
 namespace tps {
 

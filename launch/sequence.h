@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/harmony.h"
-#include "engine/tokenizer.h"
+#include "engine/text/harmony.h"
+#include "engine/text/tokenizer.h"
 #include "launch/run_options.h"
 
 namespace tps {

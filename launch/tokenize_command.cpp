@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/gguf_reader.h"
-#include "engine/tokenizer.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/text/tokenizer.h"
 #include "runtime/error.h"
 
 namespace tps {

@@ -3,15 +3,15 @@
 // real o200k_harmony vocabulary. Streams to disk with bounded memory.
 #include <sys/resource.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
-#include "engine/gguf_reader.h"
-#include "engine/model_config.h"
-#include "engine/o200k_vocab.h"
-#include "engine/synthetic_model.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model_config.h"
+#include "engine/text/o200k_vocab.h"
+#include "engine/model/synthetic_model.h"
 #include "launch/cli.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 
 namespace {
@@ -89,10 +89,8 @@ int run(const Options& o) {
   std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
 
-  auto t0 = std::chrono::steady_clock::now();
-  auto seconds = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+  const Clock::time_point t0 = Clock::now();
+  auto seconds = [&] { return seconds_since(t0); };
   if (!o.quiet)
     std::fprintf(stderr, "tps-mkmodel: preset %s, seed %llu, %u layers, %u experts, d=%u: "
                  "%.1f MB of tensors -> %s\n",

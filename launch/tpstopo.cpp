@@ -2,8 +2,8 @@
 // ranks would run, and how much memory bandwidth each NUMA node delivers.
 #include <cstdio>
 
-#include "engine/gguf_reader.h"
-#include "engine/model_config.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model_config.h"
 #include "launch/cli.h"
 #include "runtime/error.h"
 #include "topology/bandwidth.h"

@@ -4,10 +4,10 @@
 #include <sched.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <vector>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/mpi_session.h"
 
@@ -131,10 +131,9 @@ class Timed {
     ++s.calls;
     s.bytes += bytes;
   }
-  ~Timed() { s_.seconds += std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  ~Timed() { s_.seconds += seconds_since(t0_); }
 
  private:
-  using Clock = std::chrono::steady_clock;
   Exchange::Stats& s_;
   Clock::time_point t0_ = Clock::now();
 };

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/forward.h"
-#include "engine/gguf_reader.h"
-#include "engine/sampler.h"
+#include "engine/step/forward.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/step/sampler.h"
 #include "runtime/error.h"
 #include "tests/reference_forward.h"
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <random>
 
-#include "engine/kernels/dot.h"
+#include "engine/kernels/kernel_set.h"
 #include "engine/kernels/matmul.h"
 
 namespace tps {

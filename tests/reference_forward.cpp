@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/quant_blocks.h"
+#include "engine/gguf/quant_blocks.h"
 
 namespace tps::testing {
 namespace {

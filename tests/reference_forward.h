@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/gguf_reader.h"
-#include "engine/model_config.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model_config.h"
 
 namespace tps::testing {
 

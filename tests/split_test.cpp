@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(
 // last rank sampling alone. (Split inside layers, logits differ from one
 // rank's in the last bits, which moves a top-p cut or a draw now and then;
 // the split sampler itself is checked on identical logits in
-// sampler_split_test.)
+// sampler_test.)
 TEST(Split, SameSampledTokensAsOneRank) {
   for (const std::string sampler : {"--temp 1", "--temp 0.8 --top-p 0.9", "--temp 1.2 --top-k 40",
                                     "--temp 1 --min-p 0.05", "--temp 0.7 --top-k 100 --top-p 0.5"}) {

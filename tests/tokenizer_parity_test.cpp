@@ -14,8 +14,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/o200k_vocab.h"
-#include "engine/tokenizer.h"
+#include "engine/text/o200k_vocab.h"
+#include "engine/text/tokenizer.h"
 #include "runtime/error.h"
 #include "tests/tool_runner.h"
 

@@ -9,21 +9,18 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "engine/byte_level.h"
-#include "engine/harmony.h"
-#include "engine/o200k_vocab.h"
-#include "engine/tokenizer.h"
+#include "engine/text/byte_level.h"
+#include "engine/text/o200k_vocab.h"
+#include "engine/text/tokenizer.h"
 #include "runtime/error.h"
+#include "tests/test_vocab.h"
 
 namespace tps {
 namespace {
 
 using Ids = std::vector<int32_t>;
 
-const Vocab& vocab() {
-  static const Vocab v = build_o200k_harmony_vocab(TPS_O200K_JSON);
-  return v;
-}
+const Vocab& vocab() { return testing::test_vocab(); }
 
 Tokenizer make_tokenizer(const std::vector<std::string>& tokens, const std::vector<int32_t>& types,
                          const std::vector<std::string>& merges) {
@@ -31,10 +28,7 @@ Tokenizer make_tokenizer(const std::vector<std::string>& tokens, const std::vect
   return Tokenizer(t, types, m);
 }
 
-const Tokenizer& tok() {
-  static const Tokenizer t = make_tokenizer(vocab().tokens, vocab().token_types, vocab().merges);
-  return t;
-}
+const Tokenizer& tok() { return testing::test_tokenizer(); }
 
 // tiktoken's BPE, written as plainly as possible from the ranks alone: a
 // whole piece that is a token is that token; otherwise merge the adjacent
@@ -229,19 +223,6 @@ TEST(Tokenizer, SpecialsMatchLiterallyLongestFirst) {
   EXPECT_EQ(t.decode(Ids{ab, '!', at}), "<a><b>!@@");
 }
 
-TEST(Tokenizer, ChatPromptMatchesTheHarmonyRenderer) {
-  // spec §6.3: the 64 tokens of the default system message + "What is 2 + 2?".
-  Ids want{200006, 17360, 200008, 3575,  553,   17554, 162016, 11,    261,    4410,  6439,
-           2359,   22203, 656,    7788,  17527, 558,   87447,  100594, 25,    220,    1323,
-           19,     12,    3218,   279,   30377, 289,   25,     14093,  279,   2,      13888,
-           18403,  25,    8450,   11,    49159, 11,    1721,   13,     21030, 2804,   413,
-           7360,   395,   1753,   3176,  13,    200007, 200006, 1428,   200008, 4827, 382,
-           220,    17,    659,    220,   17,    30,     200007, 200006, 173781};
-  Ids got = render_chat_prompt("What is 2 + 2?", ChatOptions{},
-                               [](const std::string& s) { return tok().encode(s); });
-  EXPECT_EQ(got, want);
-}
-
 // Pieces the split pattern keeps whole (a word with its leading space, an
 // all-caps word, a CJK run, a run of punctuation) encoded by the tokenizer
 // and by tiktoken's rule on the ranks.
@@ -434,26 +415,6 @@ TEST(Utf8Stream, InvalidBytesBecomeReplacementCharacters) {
     out += s.flush();
     ASSERT_TRUE(valid_utf8(out));
   }
-}
-
-// --- harmony on top of the tokenizer ---
-
-TEST(Harmony, StreamSeparatesChannels) {
-  const std::string text =
-      "<|channel|>analysis<|message|>User asks.<|end|><|start|>assistant<|channel|>final"
-      "<|message|>2 + 2 = 4.<|return|>";
-  std::string final_text, analysis;
-  HarmonyStream stream;
-  for (int32_t id : tok().encode(text, true)) {
-    if (is_stop_token(id)) break;
-    HarmonyStream::Step step = stream.push(id, tok().token_bytes(id));
-    if (step.part != HarmonyStream::Part::content) continue;
-    (step.channel == "final" ? final_text : analysis) += tok().token_bytes(id);
-  }
-  EXPECT_EQ(final_text, "2 + 2 = 4.");
-  EXPECT_EQ(analysis, "User asks.");
-  EXPECT_TRUE(is_stop_token(harmony::kCall));
-  EXPECT_FALSE(is_stop_token(harmony::kEnd));  // <|end|> ends a message, not the turn
 }
 
 }  // namespace

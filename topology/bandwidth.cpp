@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <barrier>
-#include <chrono>
 #include <thread>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "topology/binding.h"
 
@@ -71,9 +71,9 @@ std::vector<double> run_triad(const std::vector<Worker>& workers, int repetition
   std::vector<double> seconds;
   for (int r = 0; r < repetitions; ++r) {
     sync.arrive_and_wait();
-    auto t0 = std::chrono::steady_clock::now();
+    const Clock::time_point t0 = Clock::now();
     sync.arrive_and_wait();
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    seconds.push_back(seconds_since(t0));
   }
   for (auto& th : threads) th.join();
   for (const std::string& e : errors)

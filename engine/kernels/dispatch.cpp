@@ -1,7 +1,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine/kernels/dot.h"
+#include "engine/kernels/kernel_set.h"
 #include "runtime/error.h"
 
 namespace tps {

@@ -9,8 +9,8 @@
 #include <new>
 #include <vector>
 
-#include "engine/kernels/dot.h"
-#include "engine/weights.h"
+#include "engine/kernels/kernel_set.h"
+#include "engine/kernels/matrix.h"
 
 namespace tps {
 
@@ -28,13 +28,13 @@ struct LineAligned {
 };
 
 // Activations quantized for the integer kernels (the layout of Activations
-// in dot.h), kept between calls so that decode allocates nothing.
+// in kernel_set.h), kept between calls so that decode allocates nothing.
 class QuantizedActivations {
  public:
   // Quantizes `tokens` rows of cols floats (cols a multiple of 32): per block
   // d = max|x| / 127, q = x / d rounded to nearest (ties to even), d then
   // rounded to F16 as in Q8_0 blocks; and the offset plane derived from q
-  // and d (dot.h).
+  // and d (kernel_set.h).
   void quantize(const float* x, int tokens, int64_t cols);
   // The same in two steps, so that threads can share the rows: room for
   // `tokens` rows of cols, then rows [first, first + count) of x (row t of

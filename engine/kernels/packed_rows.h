@@ -38,7 +38,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "engine/ggml_types.h"
+#include "engine/gguf/ggml_types.h"
 
 namespace tps {
 

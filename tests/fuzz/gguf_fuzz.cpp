@@ -17,8 +17,8 @@
 #include <functional>
 #include <vector>
 
-#include "engine/gguf_reader.h"
-#include "engine/quant_blocks.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/gguf/quant_blocks.h"
 #include "runtime/error.h"
 
 namespace {

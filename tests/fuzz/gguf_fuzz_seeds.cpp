@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/gguf_writer.h"
+#include "engine/gguf/gguf_writer.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

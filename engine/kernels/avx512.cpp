@@ -1,0 +1,18 @@
+// AVX-512 (VNNI, VL, BW) kernels (compiled with those flags only).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/kernels/kernel_set.h"
+#include "engine/kernels/layer_math.h"
+
+namespace tps {
+namespace avx512 {
+#include "engine/kernels/simd.inl"
+}  // namespace avx512
+
+const KernelSet kAvx512Kernels{Isa::avx512, avx512::q8_0, avx512::mxfp4, avx512::f32, avx512::f16, avx512::bf16,
+                               avx512::swiglu, avx512::score_keys, avx512::softmax_sink, avx512::add_values};
+
+}  // namespace tps

@@ -1,0 +1,97 @@
+// The kernels every matrix product in tps is made of. One set per
+// instruction set; each set has one function per weight format:
+//   quantized weights (Q8_0, MXFP4, packed as kernels/packed_rows.h says) x
+//     activations quantized to int8: a tile of rows x tokens at once, the
+//     int8 products on integer units (VNNI where the CPU has it);
+//   float weights (F32, F16, BF16) x float activations, a row at a time;
+// the experts' activation between their two products, elementwise; and the
+// three steps of attention over a KV cache (engine/step/kv_cache.h).
+// The scalar set is the reference every other set is tested against.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/kernels/packed_rows.h"
+#include "engine/gguf/quant_blocks.h"
+
+namespace tps {
+
+enum class Isa { scalar, avx2, avx512 };
+const char* isa_name(Isa isa);
+
+// T tokens' activations as the kernels take them: floats f [T][cols] and,
+// for quantized weights, the same quantized to int8 by blocks of 32 (scale
+// max|x| / 127), by groups of 8 blocks in the quad order of
+// kernels/packed_rows.h (lanes past the last block zero), per token:
+//   q  [groups][256]  the int8 values,
+//   d  [groups][8]    the blocks' scales (block 8k + b in lane b),
+//   offset [groups][8]  12 x d x the sum of the block's q: what the MXFP4
+//                     kernels' unsigned weights (value + 12) add, taken off.
+struct Activations {
+  const float* f = nullptr;
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const float* offset = nullptr;
+  int64_t cols = 0;
+  int tokens = 0;
+  int64_t q_stride() const { return 256 * block_groups(cols); }  // bytes per token in q
+  int64_t d_stride() const { return 8 * block_groups(cols); }    // floats per token in d, offset
+};
+
+// Keys in a block of a KV cache's keys, stored [head_dim][kKeyBlock] (one
+// lane per position) so that the scores of a block come out together.
+constexpr int kKeyBlock = 16;
+
+// One instruction set's kernels: the matrix products, the experts'
+// activation and attention's steps.
+struct KernelSet {
+  Isa isa;
+  // y[t * y_stride + r - row_begin] = row r . token t for the rows
+  // [row_begin, row_end) of a packed matrix (kernels/packed_rows.h) of
+  // `rows` rows row_bytes long starting at w, and every token of x. A row's
+  // result does not depend on which rows or tokens a call has, so that
+  // results do not depend on how rows are split between threads.
+  using QuantizedMatmul = void (*)(const uint8_t* w, uint64_t row_bytes, int64_t rows,
+                                   int64_t row_begin, int64_t row_end, const Activations& x,
+                                   float* y, int64_t y_stride);
+  QuantizedMatmul q8_0, mxfp4;
+  // One float row of n values . x.
+  float (*f32)(const uint8_t* w, const float* x, int64_t n);
+  float (*f16)(const uint8_t* w, const float* x, int64_t n);
+  float (*bf16)(const uint8_t* w, const float* x, int64_t n);
+  // out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha,
+  // limit) (layer_math.h) for i < n. The vector sets take exp from a
+  // polynomial (within 2 ulp of expf) instead of libm's, 8 lanes at a time.
+  void (*swiglu)(const float* gate, const float* up, const float* gate_bias, const float* up_bias,
+                 int64_t n, float alpha, float limit, float* out);
+  // Attention of query heads [0, heads) (q [heads][head_dim]) that share a
+  // kv head, the sums of each in the plain loop's order in the scalar set:
+  //   scores[h * stride + j] = scale x (q_h . key first + j) for j < count,
+  //     of a key block kb [head_dim][kKeyBlock] (first + count <= kKeyBlock);
+  void (*score_keys)(const float* q, int heads, int head_dim, const float* kb, float scale, int first,
+                     int count, float* scores, int64_t stride);
+  //   z = the softmax of z's n logits and a sink logit that joins only the
+  //     denominator (softmax_with_sink, layer_math.h);
+  void (*softmax_sink)(float* z, int n, float sink);
+  //   out[h * head_dim + i] += the sum over s < n of p[h * stride + s] x
+  //     v[s][i] (v: n positions' values of the kv head).
+  void (*add_values)(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim,
+                     float* out);
+};
+
+// The kernels of one instruction set (compiled in; the CPU must support it).
+const KernelSet& kernel_set(Isa isa);
+// The instruction sets this CPU runs, best last; scalar always.
+std::vector<Isa> supported_isas();
+// The best supported set, chosen once (TPS_ISA=scalar|avx2|avx512 overrides,
+// for testing and comparison).
+const KernelSet& best_kernel_set();
+
+// Implemented in scalar.cpp, avx2.cpp, avx512.cpp.
+extern const KernelSet kScalarKernels;
+extern const KernelSet kAvx2Kernels;
+extern const KernelSet kAvx512Kernels;
+
+}  // namespace tps

@@ -1,0 +1,447 @@
+// The vector kernels, written once and compiled twice: by avx2.cpp
+// (AVX2 + FMA + F16C) and by avx512.cpp (adds AVX-512 VNNI, which turns
+// the int8 multiply-add into one instruction). 256-bit vectors in both (no
+// 512-bit form has been measured: the development VM has no AVX-512).
+//
+// Included inside a namespace of its own by those two files only, after
+// <immintrin.h> and <cstring>.
+
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Lanes [0, g) all ones, the others zero.
+inline __m256 lane_mask(int g) {
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+// Token t's activations of group k: 256 bytes of q (quad j at 32j), and
+// the group's 8 d and offset lanes.
+struct XGroup {
+  const int8_t* q;
+  const float *d, *offset;
+};
+inline XGroup x_group(const Activations& x, int t, int64_t k) {
+  return {x.q + t * x.q_stride() + 256 * k, x.d + t * x.d_stride() + 8 * k, x.offset + t * x.d_stride() + 8 * k};
+}
+
+// VNNI: 8 int32 lanes += the products of unsigned bytes u and signed bytes
+// s, four per lane, in one instruction. (AVX2 forms pairs of products in
+// int16 first, then int32 lanes; each format says why its pairs fit.)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+#endif
+
+// A format reads a row's group of g blocks (g = 8 but in a row's last
+// group) from its values and scales (kernels/packed_rows.h): half h of the
+// values as the four quad vectors 4h..4h+3 (lane b = block b), the integer
+// sum per block of those quads times a token's, and the blocks' scales as 8
+// floats. In a last group, lanes g..7 of the vectors and scales are
+// whatever bytes follow (kPackedOverread): their activations are zero, so
+// their products are too, and the kernel zeroes their scales.
+struct Q8_0Format {
+  static constexpr int kValueBytes = kPackedQ8_0.value_bytes, kScaleBytes = kPackedQ8_0.scale_bytes;
+  static constexpr float kFinalScale = 1.0f;
+
+  static void decode(const uint8_t* values, int g, int h, __m256i (&w)[4]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) w[i] = load256(values + 4 * g * (4 * h + i));
+  }
+  static __m256 scales(const uint8_t* s) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+  }
+
+  // Both sides are signed: |w| times x with w's sign makes them unsigned x
+  // signed, and |w| is formed once for all the tokens of a tile (|x| would
+  // be a second load per token). A pair of products is at most 2 x 128 x
+  // 127: one fits int16, two not.
+  static __m256i half_sum(const __m256i (&w)[4], const XGroup& x, int h) {
+    const int8_t* q = x.q + 128 * h;
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m256i abs_w = _mm256_abs_epi8(w[i]), signed_x = _mm256_sign_epi8(load256(q + 32 * i), w[i]);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+      sum = dot_u8s8(sum, abs_w, signed_x);
+#else
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_x), _mm256_set1_epi16(1)));
+#endif
+    }
+    return sum;
+  }
+  static __m256 products(__m256i sum, const XGroup& x) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(x.d));
+  }
+};
+
+// MXFP4 values are decoded, by table, to their doubled value plus 12: 0..24,
+// unsigned, so they multiply the signed activations directly; the 12 x sum
+// of each activation block that this adds is taken off again with the
+// activations' offset plane.
+struct Mxfp4Format {
+  static constexpr int kValueBytes = kPackedMxfp4.value_bytes, kScaleBytes = kPackedMxfp4.scale_bytes;
+  static constexpr float kFinalScale = 0.5f;  // undoes the doubling
+
+  static void decode(const uint8_t* values, int g, int h, __m256i (&w)[4]) {
+    const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                           12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {  // byte vector m = 2h + i: quads 2m (low), 2m + 1 (high)
+      const int m = 2 * h + i;
+      const __m256i bytes = load256(values + 4 * g * m);
+      w[2 * i] = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
+      w[2 * i + 1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+    }
+  }
+  // 2^(e - 127) from the exponent bits (e8m0_bits_to_fp32).
+  static __m256 scales(const uint8_t* s) {
+    const __m256i bits = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(bits, 23));
+  }
+
+  static __m256i half_sum(const __m256i (&w)[4], const XGroup& x, int h) {
+    const int8_t* q = x.q + 128 * h;
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) sum = dot_u8s8(sum, w[i], load256(q + 32 * i));
+    return sum;
+#else
+    // A pair of products is at most 2 x 24 x 127 = 6096: four pairs add up
+    // in int16 (24384).
+    auto pair = [&](int i) { return _mm256_maddubs_epi16(w[i], load256(q + 32 * i)); };
+    const __m256i sum16 = _mm256_add_epi16(_mm256_add_epi16(pair(0), pair(1)), _mm256_add_epi16(pair(2), pair(3)));
+    return _mm256_madd_epi16(sum16, _mm256_set1_epi16(1));
+#endif
+  }
+  static __m256 products(__m256i sum, const XGroup& x) {
+    return _mm256_fmsub_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(x.d), _mm256_loadu_ps(x.offset));
+  }
+};
+
+// One row's group k of g blocks (values and scales at v, s) x N tokens:
+// the row's group is decoded once for the N tokens. Every (row, token)
+// result goes through the same operations in the same order whatever the
+// tile's shape.
+template <int N, bool Tail, typename Format>
+__attribute__((always_inline)) inline void row_group(const uint8_t* v, const uint8_t* s, int g,
+                                                     const Activations& x, int t0, int64_t k,
+                                                     __m256 (&acc)[N]) {
+  XGroup xg[N];
+  __m256i sum[N];
+#pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) xg[t] = x_group(x, t0 + t, k);
+  if constexpr (N == 1) {
+    // Opaque to the optimizer, so that the token's activations stay memory
+    // operands of the products: hoisted out of the loop over a tile's rows,
+    // GCC kept them in registers and spilled the tile's other values
+    // (decode 10-20% slower in L2).
+    asm("" : "+r"(xg[0].q), "+r"(xg[0].d), "+r"(xg[0].offset));
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256i w[4];
+    Format::decode(v, g, h, w);
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      __m256i part = Format::half_sum(w, xg[t], h);
+      // Opaque too, so that GCC cannot reassociate the integer sums of a
+      // batch tile's two halves: it built each token's sum of the 8 Q8_0
+      // products as one tree, held them all live and spilled 52 vectors a
+      // group (Q8_0 batches ~15% faster with this; decode is left as it
+      // was).
+      if constexpr (N > 1) asm("" : "+x"(part));
+      sum[t] = h ? _mm256_add_epi32(sum[t], part) : part;
+    }
+  }
+  const __m256 ws = Tail ? _mm256_and_ps(Format::scales(s), lane_mask(g)) : Format::scales(s);
+#pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) acc[t] = _mm256_fmadd_ps(Format::products(sum[t], xg[t]), ws, acc[t]);
+}
+
+// How far ahead of a decode tile its stream is fetched: the weights are
+// read once, one tile after another (packed_rows.h), and without it loads
+// wait on memory with the integer units idle. 2 KiB was as fast as or
+// faster than 1, 3, 4 and 8 KiB and than fetching into L2 16 or 48 KiB
+// ahead (bench_kernels, PERFORMANCE.md).
+constexpr int64_t kPrefetchBytes = 2048;
+
+// Rows r0..r0+R-1 of a tile of T rows, group k of g blocks (at `group`).
+template <int R, int N, bool Tail, typename Format>
+__attribute__((always_inline)) inline void group_step(const uint8_t* group, int64_t T, int64_t r0, int g,
+                                                      const Activations& x, int t0, int64_t k,
+                                                      __m256 (&acc)[R][N]) {
+  constexpr int V = Format::kValueBytes, S = Format::kScaleBytes;
+  const uint8_t* values = group + r0 * g * V;
+  const uint8_t* scales = group + T * g * V + r0 * g * S;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if constexpr (N == 1) {
+      // Each row fetches its own lines ahead, spread over the rows (a
+      // tile's lines at once were slower for Q8_0's 17 a group).
+      for (int off = 0; off < 8 * V; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(values + r * g * V + kPrefetchBytes + off), _MM_HINT_T0);
+      if (r == R - 1) _mm_prefetch(reinterpret_cast<const char*>(scales + kPrefetchBytes), _MM_HINT_T0);
+    }
+    row_group<N, Tail, Format>(values + r * g * V, scales + r * g * S, g, x, t0, k, acc[r]);
+  }
+}
+
+// Rows r0..r0+R-1 of the tile of T rows at `tile` x tokens t0..t0+N-1, into
+// y[(t0 + t) * y_stride + r].
+template <int R, int N, typename Format>
+void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int t0, float* y,
+          int64_t y_stride) {
+  const int64_t blocks = x.cols / 32, full = blocks / kGroupBlocks;
+  const int tail = static_cast<int>(blocks % kGroupBlocks);
+  const int64_t group_bytes = T * kGroupBlocks * (Format::kValueBytes + Format::kScaleBytes);
+  __m256 acc[R][N];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm256_setzero_ps();
+  for (int64_t k = 0; k < full; ++k)
+    group_step<R, N, false, Format>(tile + k * group_bytes, T, r0, kGroupBlocks, x, t0, k, acc);
+  if (tail) group_step<R, N, true, Format>(tile + full * group_bytes, T, r0, tail, x, t0, full, acc);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < N; ++t) y[(t0 + t) * y_stride + r] = hsum(acc[r][t]) * Format::kFinalScale;
+}
+
+// Tiles over the rows and all tokens. Decode (one token) goes a whole tile
+// of four rows at a time. A batch goes by panels of 16 rows: for each tile
+// of four tokens (then 3 or 2), each row of the panel in turn, so that the
+// panel's weights and the tile's activations both stay in L2 while they meet
+// (a row against every token would stream the whole batch's activations
+// from L3 for every row). The shapes were chosen by measurement
+// (docs/PERFORMANCE.md).
+template <typename Format>
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
+                      int64_t row_end, const Activations& x, float* y, int64_t y_stride) {
+  constexpr int64_t kPanel = 16;
+  // Row `row` alone, within its tile.
+  auto one_row = [&]<int N>(int64_t row, int t) {
+    const int64_t T = tile_rows(row, rows), r = row % T;
+    tile<1, N, Format>(w + (row - r) * row_bytes, T, r, x, t, y + (row - row_begin), y_stride);
+  };
+  if (x.tokens == 1) {
+    for (int64_t row = row_begin; row < row_end;) {
+      if (row % kTileRows == 0 && row + kTileRows <= row_end && tile_rows(row, rows) == kTileRows) {
+        tile<kTileRows, 1, Format>(w + row * row_bytes, kTileRows, 0, x, 0, y + (row - row_begin), y_stride);
+        row += kTileRows;
+      } else {
+        one_row.template operator()<1>(row++, 0);
+      }
+    }
+    return;
+  }
+  for (int64_t p0 = row_begin; p0 < row_end; p0 += kPanel) {
+    const int64_t p1 = std::min(row_end, p0 + kPanel);
+    auto panel = [&]<int N>(int t) {
+      for (int64_t row = p0; row < p1; ++row) one_row.template operator()<N>(row, t);
+    };
+    // Tiles of 4 tokens, the rest (of 2 or more tokens) in tiles of 3 or 2:
+    // a lone token's tile decodes each weight group for one token.
+    int fours = x.tokens / 4, rest = x.tokens % 4, t = 0;
+    if (rest == 1) --fours, rest = 5;  // 3 + 2
+    for (; t < 4 * fours; t += 4) panel.template operator()<4>(t);
+    if (rest >= 3) panel.template operator()<3>(t), t += 3, rest -= 3;
+    if (rest == 2) panel.template operator()<2>(t);
+  }
+}
+
+void q8_0(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+          const Activations& x, float* y, int64_t y_stride) {
+  quantized_matmul<Q8_0Format>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
+}
+
+void mxfp4(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+           const Activations& x, float* y, int64_t y_stride) {
+  quantized_matmul<Mxfp4Format>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
+}
+
+// Float weights: Load turns 8 weights at p into 8 floats.
+template <int Bytes, typename Load, typename Scalar>
+float float_dot(const uint8_t* w, const float* x, int64_t n, Load load, Scalar scalar) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(load(w + i * Bytes), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(load(w + (i + 8) * Bytes), _mm256_loadu_ps(x + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load(w + i * Bytes), _mm256_loadu_ps(x + i), acc0);
+  float sum = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) sum += scalar(w + i * Bytes) * x[i];
+  return sum;
+}
+
+float f32(const uint8_t* w, const float* x, int64_t n) {
+  return float_dot<4>(
+      w, x, n, [](const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); },
+      [](const uint8_t* p) {
+        float v;
+        std::memcpy(&v, p, 4);
+        return v;
+      });
+}
+
+float f16(const uint8_t* w, const float* x, int64_t n) {
+  return float_dot<2>(
+      w, x, n,
+      [](const uint8_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      },
+      [](const uint8_t* p) {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return half(h);
+      });
+}
+
+float bf16(const uint8_t* w, const float* x, int64_t n) {
+  return float_dot<2>(
+      w, x, n,
+      [](const uint8_t* p) {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+      },
+      [](const uint8_t* p) {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return bf16_to_fp32(h);
+      });
+}
+
+// e^x for x in [-87, 88] (clamped there: below, e^x is 0 or denormal and
+// 2^n below can not hold it; above, it overflows), within 2 ulp: x = n ln 2
+// + r with |r| <= ln2 / 2, e^r from a degree-7 polynomial (Cephes expf's
+// coefficients), 2^n put into the exponent bits.
+inline __m256 exp256(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln 2 in two parts, the first exact in few bits, so n * it is exact.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
+}
+
+// swiglu_oai's operations in its order, 8 features at a time; the last n % 8
+// by the scalar function.
+void swiglu(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
+            float alpha, float limit, float* out) {
+  const __m256 lim = _mm256_set1_ps(limit), neg_lim = _mm256_set1_ps(-limit);
+  const __m256 neg_alpha = _mm256_set1_ps(-alpha), one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // min/max return their second operand for a NaN first, as fmin/fmax.
+    const __m256 g = _mm256_min_ps(_mm256_add_ps(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(gate_bias + i)), lim);
+    const __m256 u = _mm256_max_ps(
+        _mm256_min_ps(_mm256_add_ps(_mm256_loadu_ps(up + i), _mm256_loadu_ps(up_bias + i)), lim), neg_lim);
+    const __m256 sig = _mm256_div_ps(g, _mm256_add_ps(one, exp256(_mm256_mul_ps(neg_alpha, g))));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(sig, _mm256_add_ps(u, one)));
+  }
+  for (; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
+}
+
+// H heads' scores of a key block: 2H chains of multiply-adds over the
+// dimensions, enough (8 for H = 4) to hide their latency.
+static_assert(kKeyBlock == 16, "a key block is two vectors");
+template <int H>
+void score_heads(const float* q, int head_dim, const float* kb, float scale, int first, int count, float* scores,
+                 int64_t stride) {
+  __m256 acc[H][2];
+  for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+  for (int i = 0; i < head_dim; ++i) {
+    const __m256 k0 = _mm256_loadu_ps(kb + 16 * i), k1 = _mm256_loadu_ps(kb + 16 * i + 8);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
+      acc[h][0] = _mm256_fmadd_ps(qh, k0, acc[h][0]);
+      acc[h][1] = _mm256_fmadd_ps(qh, k1, acc[h][1]);
+    }
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int h = 0; h < H; ++h) {
+    float block[16];
+    _mm256_storeu_ps(block, _mm256_mul_ps(acc[h][0], s));
+    _mm256_storeu_ps(block + 8, _mm256_mul_ps(acc[h][1], s));
+    std::memcpy(scores + h * stride, block + first, sizeof(float) * count);
+  }
+}
+
+void score_keys(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
+                float* scores, int64_t stride) {
+  int h = 0;
+  auto heads_from_h = [&]<int H>() {
+    score_heads<H>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride);
+  };
+  for (; h + 4 <= heads; h += 4) heads_from_h.template operator()<4>();
+  switch (heads - h) {
+    case 3: return heads_from_h.template operator()<3>();
+    case 2: return heads_from_h.template operator()<2>();
+    case 1: return heads_from_h.template operator()<1>();
+  }
+}
+
+void softmax_sink(float* z, int n, float sink) {
+  int i = 0;
+  __m256 m8 = _mm256_set1_ps(sink);
+  for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(z + i));
+  float lanes[8], m = sink;
+  _mm256_storeu_ps(lanes, m8);
+  for (float l : lanes) m = std::max(m, l);
+  for (int j = i; j < n; ++j) m = std::max(m, z[j]);
+  __m256 sum8 = _mm256_setzero_ps();
+  const __m256 mv = _mm256_set1_ps(m);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(z + i), mv));
+    _mm256_storeu_ps(z + i, e);
+    sum8 = _mm256_add_ps(sum8, e);
+  }
+  float denom = std::exp(sink - m) + hsum(sum8);
+  for (; i < n; ++i) denom += z[i] = std::exp(z[i] - m);
+  const __m256 d = _mm256_set1_ps(denom);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, _mm256_div_ps(_mm256_loadu_ps(z + i), d));
+  for (; i < n; ++i) z[i] /= denom;
+}
+
+// Dimensions [i0, i0 + 8V) of one head's value sums, in V chains (8 for a
+// head of 64).
+template <int V>
+void add_value_dims(const float* p, const float* const* v, int n, int i0, float* out) {
+  __m256 acc[V];
+  for (int r = 0; r < V; ++r) acc[r] = _mm256_loadu_ps(out + i0 + 8 * r);
+  for (int s = 0; s < n; ++s) {
+    const __m256 ps = _mm256_broadcast_ss(p + s);
+#pragma GCC unroll 8
+    for (int r = 0; r < V; ++r) acc[r] = _mm256_fmadd_ps(ps, _mm256_loadu_ps(v[s] + i0 + 8 * r), acc[r]);
+  }
+  for (int r = 0; r < V; ++r) _mm256_storeu_ps(out + i0 + 8 * r, acc[r]);
+}
+
+void add_values(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim, float* out) {
+  for (int h = 0; h < heads; ++h) {
+    const float* ph = p + h * stride;
+    float* o = out + h * head_dim;
+    int i = 0;
+    for (; i + 64 <= head_dim; i += 64) add_value_dims<8>(ph, v, n, i, o);
+    for (; i + 8 <= head_dim; i += 8) add_value_dims<1>(ph, v, n, i, o);
+    for (; i < head_dim; ++i)
+      for (int s = 0; s < n; ++s) o[i] += ph[s] * v[s][i];
+  }
+}
+
+}  // namespace

@@ -1,0 +1,15 @@
+#include "engine/model/model.h"
+
+namespace tps {
+
+Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode, int rank, int ranks,
+                 const std::function<void(uint64_t, uint64_t)>& progress) {
+  GgufFile file = GgufFile::open(path);
+  ModelConfig config = read_model_config(file);
+  Tokenizer tokenizer = Tokenizer::from_gguf(file);
+  Shard shard = plan_shard(model_shape(file, config), mode, rank, ranks);
+  RankWeights weights = load_shard(file, config, shard, pool, progress);
+  return Model{std::move(file), config, shard, std::move(weights), std::move(tokenizer)};
+}
+
+}  // namespace tps

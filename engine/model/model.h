@@ -1,0 +1,33 @@
+// A model ready to run on this rank: the file (metadata, and the token
+// embeddings read through its mapping), its checked config, the rank's shard
+// of the weights in memory of its own (on the NUMA node its memory policy
+// names), and the tokenizer. Immutable after load; sessions (conversations)
+// refer to it.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model_config.h"
+#include "engine/text/tokenizer.h"
+#include "engine/model/weights.h"
+
+namespace tps {
+
+struct Model {
+  GgufFile file;
+  ModelConfig config;
+  Shard shard;
+  RankWeights weights;
+  Tokenizer tokenizer;
+};
+
+// Opens and checks the file, takes rank `rank` of `ranks`'s shard in `mode`
+// (the whole model for one rank) and copies it in on the pool's threads.
+// progress(done, total) is called as the bytes are copied.
+Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode = SplitMode::tensor,
+                 int rank = 0, int ranks = 1,
+                 const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+
+}  // namespace tps

@@ -1,0 +1,67 @@
+// Synthetic gpt-oss GGUF files: the architecture, tensor names, shapes,
+// types and metadata of the real MXFP4 release (spec §4), seeded random
+// weights, and the real o200k_harmony vocabulary. They are tps's embedded
+// default model, its test fixtures, and its full-size benchmark models.
+//
+// Weights are a pure function of (shape, seed): raw splitmix64 bits turned
+// into values with integer arithmetic and exact float operations, so a file's
+// bytes never depend on a library version. Scales follow measured lessons
+// (../shared/notes/synthetic-models.md): unit-gain q/k/v and gate/up
+// (std 1/sqrt(fan_in)), half-gain branch outputs (attention output, expert
+// down), router gain 3, output gain 2 -- activations stay finite and the
+// next-token distribution is neither flat nor one-hot.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/text/o200k_vocab.h"
+
+namespace tps {
+
+struct SyntheticSpec {
+  std::string preset;  // tiny, small, 20b-4l, 20b
+  ModelConfig config;
+  uint64_t seed = 1;
+  GgmlType dense_type = GgmlType::Q8_0;    // attention, embeddings, output (as the release)
+  GgmlType expert_type = GgmlType::MXFP4;  // expert matrices
+};
+
+// The named presets; throws InputError listing them for an unknown name.
+SyntheticSpec synthetic_preset(const std::string& name);
+std::vector<std::string> synthetic_preset_names();
+
+// Bytes of tensor data the spec produces (without metadata).
+uint64_t synthetic_tensor_bytes(const SyntheticSpec& spec);
+
+// Writes the model to path (through a temporary name, renamed when complete).
+// progress(done_bytes, total_bytes) is called every few MB of tensor data.
+void write_synthetic_model(const SyntheticSpec& spec, const Vocab& vocab, const std::string& path,
+                           const std::function<void(uint64_t, uint64_t)>& progress);
+
+// Streams the values of one tensor: deterministic in (name, seed), the same
+// whatever the chunking. Exposed for tests.
+class TensorGenerator {
+ public:
+  TensorGenerator(const TensorSpec& tensor, GgmlType type, float stddev, float mean,
+                  uint64_t seed);
+  // Fills out with the next rows (whole rows only); returns bytes written.
+  size_t next_rows(uint8_t* out, uint64_t rows);
+  uint64_t row_bytes() const { return row_bytes_; }
+
+ private:
+  uint64_t next();
+  GgmlType type_;
+  uint64_t row_elems_, row_bytes_;
+  float std_, mean_;
+  uint64_t state_;
+  // MXFP4: the two block exponents and the probability (out of 2^32) of the
+  // larger one, so that the mean square of the values matches stddev^2.
+  int exp_lo_ = 0;
+  uint64_t p_hi_ = 0;
+};
+
+}  // namespace tps

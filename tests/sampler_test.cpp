@@ -1,0 +1,106 @@
+// The sampler: greedy, the filters, seeds, log-probabilities; and split
+// across ranks, the same tokens as one rank (run at 1-4 ranks).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "engine/step/sampler.h"
+#include "runtime/error.h"
+#include "runtime/exchange.h"
+#include "tests/mpi_test_env.h"
+#include "topology/model_shape.h"
+
+namespace tps {
+namespace {
+
+using testing::mpi;
+
+TEST(Sampler, GreedyFiltersAndSeeds) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -5.0f};
+  EXPECT_EQ(argmax(logits), 1);  // ties: lowest id
+  Sampler greedy({0.0f, 0, 1.0f, 0.0f, 1});
+  EXPECT_EQ(greedy.sample(logits), 1);
+  // top-k 2 keeps ids 1 and 3 only.
+  Sampler topk({1.0f, 2, 1.0f, 0.0f, 5});
+  for (int i = 0; i < 200; ++i) {
+    int id = topk.sample(logits);
+    EXPECT_TRUE(id == 1 || id == 3) << id;
+  }
+  // min-p 0.5 drops what is less than half as likely as the best: keeps 1, 3.
+  Sampler minp({1.0f, 0, 1.0f, 0.5f, 5});
+  for (int i = 0; i < 200; ++i) EXPECT_NE(minp.sample(logits), 2);
+  // top-p small enough keeps only the single most likely token.
+  Sampler topp({1.0f, 0, 0.01f, 0.0f, 5});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(topp.sample(logits), 1);
+  // The same seed draws the same sequence; the draws follow the distribution.
+  Sampler a({1.0f, 0, 1.0f, 0.0f, 42}), b({1.0f, 0, 1.0f, 0.0f, 42});
+  std::map<int, int> counts;
+  for (int i = 0; i < 20000; ++i) {
+    int id = a.sample(logits);
+    EXPECT_EQ(id, b.sample(logits));
+    ++counts[id];
+  }
+  double z = 0;
+  for (float l : logits) z += std::exp(l);
+  EXPECT_NEAR(counts[2] / 20000.0, std::exp(2.0) / z, 0.02);
+  EXPECT_THROW(Sampler({-0.5f, 0, 1.0f, 0.0f, 0}), InputError);
+  EXPECT_THROW(Sampler({1.0f, 0, 0.0f, 0.0f, 0}), InputError);
+  EXPECT_THROW(Sampler({1.0f, -1, 1.0f, 0.0f, 0}), InputError);
+}
+
+TEST(Sampler, TopLogprobs) {
+  const std::vector<float> logits = {0.0f, std::log(3.0f)};
+  auto top = top_logprobs(logits, 5);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].id, 1);
+  EXPECT_NEAR(top[0].logprob, std::log(0.75f), 1e-6);
+  EXPECT_NEAR(logprob_of(logits, 0), std::log(0.25f), 1e-6);
+}
+
+// Logits every rank can make whole: flat, peaked, tied.
+std::vector<float> logits(size_t vocab, int kind) {
+  std::vector<float> v(vocab);
+  uint64_t z = 12345;
+  for (size_t i = 0; i < vocab; ++i) {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    const float u = static_cast<float>(z >> 40) / static_cast<float>(1 << 24);
+    v[i] = kind == 0 ? u * 2 : kind == 1 ? u * 12 : std::floor(u * 4);  // 2: many ties
+  }
+  return v;
+}
+
+TEST(SplitSampler, SameTokensAsOneRankFromTheSameLogits) {
+  Exchange ex(mpi(), "auto", 16);
+  for (size_t vocab : {size_t{1000}, size_t{201088}}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<float> all = logits(vocab, kind);
+      const Range mine = even_share(static_cast<int64_t>(vocab), kVocabGranule, ex.rank(), ex.size());
+      SplitLogits split{std::span<const float>(all.data() + mine.begin, mine.size()), mine.begin,
+                        static_cast<int64_t>(vocab), ex};
+      for (SamplerParams p : {SamplerParams{0.0f, 0, 1.0f, 0.0f, 1}, SamplerParams{1.0f, 0, 1.0f, 0.0f, 2},
+                              SamplerParams{0.8f, 40, 1.0f, 0.0f, 3}, SamplerParams{1.0f, 0, 0.9f, 0.0f, 4},
+                              SamplerParams{1.0f, 0, 0.3f, 0.0f, 5}, SamplerParams{1.0f, 0, 1.0f, 0.2f, 6},
+                              SamplerParams{0.5f, 300, 0.95f, 0.05f, 7}}) {
+        SCOPED_TRACE(::testing::Message() << "vocab " << vocab << " kind " << kind << " temp "
+                                        << p.temperature << " top-k " << p.top_k << " top-p "
+                                        << p.top_p << " min-p " << p.min_p);
+        Sampler together(p), alone(p);
+        const int draws = vocab > 10000 ? 3 : 20;  // the large vocabulary sorts slowly
+        for (int draw = 0; draw < draws; ++draw) ASSERT_EQ(together.sample(split), alone.sample(all));
+      }
+      EXPECT_EQ(argmax(split), argmax(all));
+      std::vector<TokenLogprob> a = top_logprobs(split, 7), b = top_logprobs(all, 7);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].id, b[i].id);
+        EXPECT_EQ(a[i].logprob, b[i].logprob);
+      }
+      EXPECT_EQ(logprob_of(split, 777), logprob_of(all, 777));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tps
