@@ -10,7 +10,7 @@
 # links (and the rooms they link), and nothing else: an include that points
 # up -- a kernel including a forward-pass header -- is "No such file" at
 # compile time, and adding the arrow means adding a DEPS entry here, where a
-# reviewer sees it. tests/rooms_test.cmake checks that this stays so.
+# reviewer sees it. tests/rooms.cmake checks that this stays so.
 function(tps_add_room)
   cmake_parse_arguments(R "" "NAME;DIR" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   set(root ${CMAKE_BINARY_DIR}/rooms/${R_NAME})
