@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <new>
 
+#include "runtime/build_info.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -19,11 +20,20 @@ const CLI::Validator kPositive(
     },
     "INT>=1");
 
+void add_version_flag(CLI::App& app, const std::function<std::string()>& details) {
+  app.set_version_flag("--version", [&app, details] {
+    return version_line(app.get_name()) + (details ? "\n" + details() : "");
+  }, "print the version, the build and what this machine gives it, and exit");
+}
+
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    std::printf("%s\n", e.what());
     return 0;
   } catch (const CLI::CallForAllHelp&) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,10 @@ namespace tps {
 
 // Accepts integers >= 1 with a message that says so.
 extern const CLI::Validator kPositive;
+
+// --version: the build (version_line) and the lines details() gives, e.g.
+// the kernels, MPI and hwloc a tool runs with.
+void add_version_flag(CLI::App& app, const std::function<std::string()>& details = nullptr);
 
 // Parses argv into app. Returns an exit code when the program should stop
 // now (--help printed: 0; a usage error printed as one line: 2).

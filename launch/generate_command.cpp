@@ -1,25 +1,18 @@
 #include "launch/generate_command.h"
 
-#include <sys/resource.h>
-
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "launch/sequence.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/process.h"
 
 namespace tps {
 namespace {
-
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024.0;
-}
 
 nlohmann::json logprob_json(const Pick& p) {
   nlohmann::json top = nlohmann::json::array();
@@ -160,94 +153,25 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     j["prefill_seconds_by_part"] = parts_json(prefill_parts);
     j["decode_seconds_by_part"] = parts_json(session.timings());
     j["decode_seconds_by_part"]["sampling"] = sampling_s;
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    print_json(j);
   } else {
     std::fwrite(tail.data(), 1, tail.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (o.top_logprobs > 0)
       for (size_t i = 0; i < logprobs.size(); ++i)
-        std::fprintf(stderr, "tps: token %zu: %s\n", i, logprobs[i].dump().c_str());
+        log_info("token ", i, ": ", logprobs[i].dump());
     std::string exchange;
     if (mpi.size() > 1)
       exchange = cat("; ", mpi.size(), " ranks (", split_mode_name(m.shard.mode), " split, ",
                      transport_name(r.exchange.transport()), " exchange: up to ",
                      cat(static_cast<int>(exchange_max / steps * 1e5) / 100.0), " ms per token)");
-    log_info("tps: prompt ", prompt.size(), " tokens at ",
+    log_info("prompt ", prompt.size(), " tokens at ",
              cat(static_cast<int>(prefill_tps * 10) / 10.0), " tok/s; first token after ",
              cat(static_cast<int>(ttft * 1000)), " ms; generated ", n_gen, " tokens at ",
              cat(static_cast<int>(decode_tps * 100) / 100.0), " tok/s (", stop, "); ",
              setup.binding.threads, " thread(s) per rank", exchange, "; peak RSS ",
              cat(static_cast<int>(peak_rss_mib())), " MiB");
-  }
-  return 0;
-}
-
-int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
-  std::ifstream in(o.ids_file);
-  if (!in) throw InputError(cat(o.ids_file, ": cannot read the token ids"));
-  std::vector<int32_t> ids;
-  for (std::string word; in >> word;) {
-    try {
-      size_t used = 0;
-      long v = std::stol(word, &used);
-      if (used != word.size()) throw std::invalid_argument(word);
-      ids.push_back(static_cast<int32_t>(v));
-    } catch (const std::exception&) {
-      throw InputError(cat(o.ids_file, ": '", word, "' is not a token id"));
-    }
-  }
-  if (ids.size() < 2) throw InputError(cat(o.ids_file, ": need at least 2 token ids to score"));
-  RankRun r(o, mpi, setup, Clock::now());
-  const Model& m = r.model;
-  Session session(m, r.session_options(o, std::max<int>(o.ctx, static_cast<int>(ids.size()))),
-                  r.pool, r.exchange);
-  std::vector<float> logits;
-  auto t0 = Clock::now();
-  session.forward(ids, true, logits);
-  const double s = seconds_since(t0);
-
-  // Each position's log-probabilities: by all ranks together from their
-  // vocabulary rows, or by the last rank of a pipeline alone.
-  const int64_t rows = m.weights.views.output.rows;
-  const int k = std::max(o.top_logprobs, 1);
-  nlohmann::json positions = nlohmann::json::array();
-  if (!r.pipeline() || m.shard.rank == r.last_rank()) {
-    Exchange alone;
-    for (size_t i = 0; i + 1 < ids.size(); ++i) {
-      const SplitLogits row =
-          split_logits(r, std::span<const float>(logits.data() + i * rows, rows), alone);
-      nlohmann::json top = nlohmann::json::array();
-      for (const TokenLogprob& t : top_logprobs(row, k)) top.push_back({t.id, t.logprob});
-      positions.push_back({{"pos", i},
-                           {"next", ids[i + 1]},
-                           {"next_logprob", logprob_of(row, ids[i + 1])},
-                           {"top", top}});
-    }
-  }
-  if (r.pipeline()) {  // the last rank's results to rank 0, which prints
-    std::string text = positions.dump();
-    uint64_t size = text.size();
-    r.exchange.broadcast(&size, sizeof size, r.last_rank());
-    text.resize(size);
-    r.exchange.broadcast(text.data(), size, r.last_rank());
-    positions = nlohmann::json::parse(text);
-  }
-  if (mpi.rank() != 0) return 0;
-  nlohmann::json j = {{"engine", "tps"},
-                      {"model", o.model},
-                      {"tokens", ids.size()},
-                      {"seconds", s},
-                      {"split", split_mode_name(m.shard.mode)},
-                      {"ranks", mpi.size()},
-                      {"yarn_truncate", o.yarn_truncate},
-                      {"positions", positions}};
-  if (o.json) {
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    for (const auto& p : positions)
-      std::printf("%4d next %6d logprob %8.4f top %s\n", p["pos"].get<int>(), p["next"].get<int>(),
-                  p["next_logprob"].get<float>(), p["top"].dump().c_str());
   }
   return 0;
 }

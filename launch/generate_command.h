@@ -1,6 +1,6 @@
-// `tpsrun` generation and `tpsrun score`: prompt in, tokens out (streamed
-// as UTF-8-safe text), with the timing users compare engines by. Every rank
-// runs them together on its shard of the model; rank 0 prints.
+// `tpsrun` generation: prompt in, tokens out (streamed as UTF-8-safe text),
+// with the timing users compare engines by. Every rank runs it together on
+// its shard of the model; rank 0 prints.
 #pragma once
 
 #include <string>
@@ -14,9 +14,6 @@ namespace tps {
 
 // Collective: every rank calls them with the same options.
 int run_generate(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
-// --parallel K: K sequences at once (a pipeline keeps each rank busy with
-// another sequence's token); their texts at the end.
-int run_parallel(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
-int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
+
 
 }  // namespace tps

@@ -17,7 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "launch/generate_command.h"
+#include "launch/parallel_command.h"
+#include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "launch/sequence.h"
 #include "runtime/error.h"
@@ -213,10 +214,10 @@ int run_parallel(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                         {"throughput_tokens_per_s", throughput},
                         {"seed", sp.seed},
                         {"sequences", streams}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    print_json(j);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
-    log_info("tps: ", o.parallel, " sequences: ", prompt_tokens, " prompt tokens, ", generated,
+    log_info(o.parallel, " sequences: ", prompt_tokens, " prompt tokens, ", generated,
              " generated in ", cat(static_cast<int>(seconds * 100) / 100.0), " s: ",
              cat(static_cast<int>(throughput * 100) / 100.0), " tok/s in all; ", mpi.size(),
              " rank(s), ", split_mode_name(r.shard().mode), " split, ", setup.binding.threads,

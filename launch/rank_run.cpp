@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "launch/progress_line.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "topology/binding.h"
@@ -18,21 +19,6 @@ SplitMode choose_split(const RunOptions& o) {
 
 namespace {
 
-std::string range_text(const Range& r) {
-  return r.size() == 0 ? "none" : cat(r.begin, "-", r.end - 1);
-}
-
-// What a shard holds, in the words of its mode.
-std::string shard_text(const Shard& s) {
-  const RankShare& x = s.share;
-  if (s.mode == SplitMode::layers)
-    return cat("layers ", range_text(x.layers), x.vocab.size() ? ", output head" : "");
-  std::string what = cat("KV heads ", range_text(x.kv_heads), ", ");
-  what += s.mode == SplitMode::experts ? cat("experts ", range_text(x.experts))
-                                       : cat("features ", range_text(x.ff), " of every expert");
-  return what + cat(", vocabulary rows ", range_text(x.vocab));
-}
-
 ThreadPool make_pool(int threads, const std::vector<int>& pus) {
   if (!pus.empty()) bind_this_thread({pus[0]});
   return ThreadPool(threads, [&pus](int t) {
@@ -41,22 +27,12 @@ ThreadPool make_pool(int threads, const std::vector<int>& pus) {
 }
 
 Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
-  bool shown = false;
-  int last_percent = -1;
-  Model m = load_model(
-      o.model, pool, choose_split(o), mpi.rank(), mpi.size(),
-      [&](uint64_t done, uint64_t total) {
-        // Rank 0 shows its own progress; the others load alongside.
-        if (mpi.rank() != 0 || total < (1ull << 30) || log_level() < LogLevel::info) return;
-        const int percent = static_cast<int>(100 * done / total);
-        if (percent / 5 == last_percent / 5) return;
-        last_percent = percent;
-        std::fprintf(stderr, "\rtps: loading %s: %3d%% of %.1f GB", o.model.c_str(), percent,
-                     total / 1e9);
-        shown = true;
-      });
-  if (shown) std::fputc('\n', stderr);
-  return m;
+  // Rank 0 shows its own progress on models of a GB or more; the others
+  // load alongside.
+  ProgressLine progress(cat("loading ", o.model));
+  return load_model(o.model, pool, choose_split(o), mpi.rank(), mpi.size(), [&](uint64_t done, uint64_t total) {
+    if (mpi.rank() == 0 && total >= (1ull << 30)) progress.update(done, total);
+  });
 }
 
 }  // namespace
@@ -76,7 +52,7 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   const PageBuffer& mem = model.weights.memory;
   on_node = fraction_on_node(mem.data(), mem.size(), numa_node);
   std::string line = cat("rank ", s.rank, "/", s.ranks, ": ", split_mode_name(s.mode), " split: ",
-                         shard_text(s), "; ", cat(static_cast<int>(mem.size() / 1e6)),
+                         share_text(s.share, s.mode), "; ", cat(static_cast<int>(mem.size() / 1e6)),
                          " MB of weights in its own memory, ",
                          on_node < 0 ? std::string("page placement unknown")
                                      : cat(static_cast<int>(on_node * 1000) / 10.0,
@@ -91,10 +67,10 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   std::vector<std::string> lines = mpi.gather_to_root(line);
   if (mpi.rank() == 0) {
     const ModelConfig& c = model.config;
-    log_info("tps: model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert,
+    log_info("model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert,
              " experts (top-", c.n_expert_used, "), d=", c.n_embd, "; kernels ",
              isa_name(best_kernel_set().isa), "; exchange ", transport_name(exchange.transport()));
-    for (const std::string& l : lines) log_info("tps: ", l);
+    for (const std::string& l : lines) log_info(l);
   }
 }
 

@@ -39,12 +39,16 @@ struct RankRun {
   SessionOptions session_options(const RunOptions& options, int ctx) const;
 };
 
+// The most alternatives --top-logprobs reports (a Pick travels between
+// ranks as plain bytes, so its list has a fixed size).
+constexpr int kMaxTopLogprobs = 100;
+
 // A chosen token and, when asked, its log-probability and the top ones.
 struct Pick {
   int32_t id = -1;
   float logprob = 0;
   int n_top = 0;
-  TokenLogprob top[100];
+  TokenLogprob top[kMaxTopLogprobs];
 };
 
 // Decides the next token on every rank: split inside layers, the ranks

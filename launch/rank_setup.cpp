@@ -40,7 +40,7 @@ RankSetup setup_rank(const MpiSession& mpi, int threads_override) {
   std::vector<std::string> lines = mpi.gather_to_root(line);
   if (mpi.rank() == 0 && log_level() >= LogLevel::info) {
     for (const std::string& w : s.plan.warnings) log_warn(w);
-    for (const std::string& l : lines) std::fprintf(stderr, "tps: %s\n", l.c_str());
+    for (const std::string& l : lines) log_line(l);
   }
   return s;
 }

@@ -7,6 +7,7 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/text/tokenizer.h"
+#include "launch/json_output.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -28,15 +29,14 @@ int run_tokenize(const TokenizeOptions& o) {
     nlohmann::json j = {{"ids", ids}, {"pieces", nlohmann::json::array()}};
     for (int32_t id : ids) j["pieces"].push_back(tok.token_bytes(id));
     // Pieces may be partial UTF-8 (a character split across tokens).
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    print_json(j);
   } else if (o.ids_only) {
     std::string line = "[";
     for (size_t i = 0; i < ids.size(); ++i) line += cat(i ? ", " : "", ids[i]);
     std::printf("%s]\n", line.c_str());
   } else {
     for (int32_t id : ids) {
-      std::string piece = nlohmann::json(tok.token_bytes(id))
-                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      const std::string piece = json_text(tok.token_bytes(id));
       std::printf("%6d -> %s\n", id, piece.c_str());
     }
   }

@@ -1,8 +1,6 @@
 // tps-mkmodel: writes a synthetic gpt-oss GGUF file -- the real release's
 // architecture, tensor names, types and metadata, seeded random weights, the
 // real o200k_harmony vocabulary. Streams to disk with bounded memory.
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <filesystem>
 
@@ -11,8 +9,11 @@
 #include "engine/text/o200k_vocab.h"
 #include "engine/model/synthetic_model.h"
 #include "launch/cli.h"
+#include "launch/progress_line.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/process.h"
 
 namespace {
 
@@ -64,16 +65,9 @@ bool up_to_date(const std::string& path, const tps::SyntheticSpec& spec) {
            f.find_u64("tps.synthetic.seed") == spec.seed && c.n_layer == spec.config.n_layer &&
            c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert;
   } catch (const tps::Error& e) {
-    std::fprintf(stderr, "tps-mkmodel: %s: not usable (%s); writing it again\n", path.c_str(),
-                 e.what());
+    tps::log_info(path, ": not usable (", e.what(), "); writing it again");
     return false;
   }
-}
-
-long peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024;
 }
 
 int run(const Options& o) {
@@ -83,30 +77,21 @@ int run(const Options& o) {
   apply_overrides(o, spec.config);
   std::string out = o.out.empty() ? cat("models/gpt-oss-", o.preset, ".gguf") : o.out;
   if (o.if_missing && up_to_date(out, spec)) {
-    if (!o.quiet) std::fprintf(stderr, "tps-mkmodel: %s is up to date\n", out.c_str());
+    log_info(out, " is up to date");
     return 0;
   }
   std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
 
   const Clock::time_point t0 = Clock::now();
-  auto seconds = [&] { return seconds_since(t0); };
-  if (!o.quiet)
-    std::fprintf(stderr, "tps-mkmodel: preset %s, seed %llu, %u layers, %u experts, d=%u: "
-                 "%.1f MB of tensors -> %s\n",
-                 spec.preset.c_str(), static_cast<unsigned long long>(spec.seed),
-                 spec.config.n_layer, spec.config.n_expert, spec.config.n_embd,
-                 synthetic_tensor_bytes(spec) / 1e6, out.c_str());
+  log_info("preset ", spec.preset, ", seed ", spec.seed, ", ", spec.config.n_layer, " layers, ",
+           spec.config.n_expert, " experts, d=", spec.config.n_embd, ": ",
+           static_cast<int64_t>(synthetic_tensor_bytes(spec) / 1e6), " MB of tensors -> ", out);
   Vocab vocab = build_o200k_harmony_vocab(o.vocab_json);
-  write_synthetic_model(spec, vocab, out, [&](uint64_t done, uint64_t total) {
-    if (o.quiet) return;
-    std::fprintf(stderr, "\rtps-mkmodel: %5.1f%% (%.0f of %.0f MB, %.0f MB/s)", 100.0 * done / total,
-                 done / 1e6, total / 1e6, done / 1e6 / seconds());
-    if (done == total) std::fputc('\n', stderr);
-  });
-  if (!o.quiet)
-    std::fprintf(stderr, "tps-mkmodel: wrote %s in %.1f s, peak RSS %ld MiB\n", out.c_str(),
-                 seconds(), peak_rss_mib());
+  ProgressLine progress("writing");
+  write_synthetic_model(spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); });
+  log_info("wrote ", out, " in ", static_cast<int>(seconds_since(t0) * 10) / 10.0, " s, peak RSS ",
+           static_cast<int64_t>(peak_rss_mib()), " MiB");
   return 0;
 }
 
@@ -145,6 +130,8 @@ int main(int argc, char** argv) {
   shape->add_option("--ff", o.ff, "expert intermediate size (multiple of 32)")
       ->check(tps::kPositive);
   shape->add_option("--window", o.window, "sliding window in tokens")->check(tps::kPositive);
+  tps::add_version_flag(app);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
+  tps::log_configure("tps-mkmodel", o.quiet ? tps::LogLevel::quiet : tps::LogLevel::info);
   return tps::run_tool("tps-mkmodel", [&] { return run(o); });
 }

@@ -4,12 +4,18 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/kernels/kernel_set.h"
 #include "launch/cli.h"
 #include "launch/generate_command.h"
+#include "launch/parallel_command.h"
+#include "launch/rank_run.h"
 #include "launch/rank_setup.h"
+#include "launch/score_command.h"
 #include "launch/tokenize_command.h"
 #include "runtime/log.h"
+#include "runtime/error.h"
 #include "runtime/mpi_session.h"
+#include "topology/machine.h"
 
 namespace {
 
@@ -21,6 +27,21 @@ struct Options {
 
 // The embedded default: the small synthetic model scripts/demo makes.
 const char* kDefaultModel = "models/gpt-oss-small.gguf";
+
+// What --version adds for tpsrun: the kernel set this CPU gets, and the MPI
+// and hwloc libraries it runs with.
+std::string runtime_versions() {
+  std::string kernels;
+  try {
+    kernels = tps::isa_name(tps::best_kernel_set().isa);
+  } catch (const tps::Error& e) {
+    kernels = e.what();
+  }
+  std::string runs;
+  for (tps::Isa isa : tps::supported_isas()) runs += std::string(runs.empty() ? "" : ", ") + tps::isa_name(isa);
+  return "kernels: " + kernels + " (this CPU runs " + runs + ")\nMPI: " + tps::mpi_library_version() +
+         "\nhwloc: " + tps::hwloc_version();
+}
 
 }  // namespace
 
@@ -72,7 +93,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", run.json, "print one JSON object (text, ids, timings) instead of text");
   app.add_option("--top-logprobs", run.top_logprobs,
                  "report each generated token's log-probability and the K most likely")
-      ->check(CLI::Range(0, 100));
+      ->check(CLI::Range(0, tps::kMaxTopLogprobs));
   app.add_flag("--yarn-truncate", run.yarn_truncate,
                "round the YaRN correction range to whole dimensions as llama.cpp does (the "
                "default follows the OpenAI reference)");
@@ -105,32 +126,29 @@ int main(int argc, char** argv) {
   auto* text = tokenize->add_option("--text", tk.text, "text to tokenize");
   tokenize->add_option("--file", tk.file, "file whose contents to tokenize")->excludes(text);
   tokenize->add_flag("--json", tk.json, "print {\"ids\": [...], \"pieces\": [...]}");
-  tokenize->add_flag("--ids", tk.ids_only, "print only the ids, as a list");
+  tokenize->add_flag("--ids-only", tk.ids_only, "print only the ids, as a list");
   tokenize->add_flag("!--no-parse-special", tk.parse_special,
                      "treat <|start|> and other control-token text as plain text");
+  // What the options say together, checked with the rest of the command line.
+  app.callback([&] {
+    if (place->parsed() || tokenize->parsed()) return;
+    if (!score->parsed() && prompt->count() == 0 && prompts->count() == 0)
+      throw CLI::ValidationError("give a prompt with -p PROMPT, or a subcommand");
+    if (run.parallel > 1 && run.top_logprobs > 0)
+      throw CLI::ValidationError("--top-logprobs works with one sequence, not with --parallel");
+    if (model->count() == 0 && !std::filesystem::exists(run.model))
+      throw CLI::ValidationError(run.model + ": no such file; make the default model with `build/bin/tps-mkmodel "
+                                 "--preset small` (scripts/demo does) or give -m FILE");
+  });
+  tps::add_version_flag(app, runtime_versions);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   run.seed_given = seed->count() > 0;
   if (tokenize->parsed())  // a local utility: no ranks, no binding
     return tps::run_tool("tpsrun", [&] { return tps::run_tokenize(tk); });
 
-  tps::log_configure(o.quiet     ? tps::LogLevel::quiet
-                     : o.verbose ? tps::LogLevel::debug
-                                 : tps::LogLevel::info,
-                     0, 1);
-  if (model->count() == 0 && !place->parsed() && !std::filesystem::exists(run.model)) {
-    std::fprintf(stderr, "tpsrun: %s: no such file; make the default model with "
-                 "`build/bin/tps-mkmodel --preset small` (scripts/demo does) or give -m FILE\n",
-                 run.model.c_str());
-    return 2;
-  }
-  if (!place->parsed() && !score->parsed() && prompt->count() == 0 && prompts->count() == 0) {
-    std::fprintf(stderr, "tpsrun: give a prompt with -p PROMPT, or a subcommand (see tpsrun --help)\n");
-    return 2;
-  }
-  if (run.parallel > 1 && run.top_logprobs > 0) {
-    std::fprintf(stderr, "tpsrun: --top-logprobs works with one sequence, not with --parallel\n");
-    return 2;
-  }
+  tps::log_configure("tpsrun", o.quiet     ? tps::LogLevel::quiet
+                               : o.verbose ? tps::LogLevel::debug
+                                           : tps::LogLevel::info);
   return tps::run_on_all_ranks(argc, argv, [&](tps::MpiSession& mpi) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;

@@ -5,7 +5,9 @@
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
 #include "launch/cli.h"
+#include "launch/json_output.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "topology/bandwidth.h"
 #include "topology/binding.h"
 #include "topology/machine.h"
@@ -63,6 +65,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan,
                               {"experts", range(sh.experts)},
                               {"ff", range(sh.ff)},
                               {"vocab", range(sh.vocab)},
+                              {"holds", share_text(sh, mode)},
                               {"idle", idle_parts(sh, mode)},
                               {"numa_node_os_index", node.os_index},
                               {"node_memory_bytes", available},
@@ -79,19 +82,10 @@ std::string model_fit_text(const nlohmann::json& j) {
                       format_bytes(j["weight_bytes"]), " of weights in ", j["layers"].get<int>(),
                       " layers; what each rank holds, by split mode (node memory is ",
                       j["memory"].get<std::string>(), " memory):\n");
-  auto range = [](const nlohmann::json& r) {
-    return cat(r[0].get<int64_t>(), "-", r[1].get<int64_t>() - 1);
-  };
   for (const auto& [mode, split] : j["splits"].items()) {
     for (const auto& r : split["ranks"]) {
-      s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (");
-      if (mode == "layers") s += cat("layers ", range(r["layers"]));
-      else
-        s += cat("KV heads ", range(r["kv_heads"]), ", ",
-                 mode == "experts" ? cat("experts ", range(r["experts"]))
-                                   : cat("features ", range(r["ff"])),
-                 ", vocabulary ", range(r["vocab"]));
-      s += cat("); node ", r["numa_node_os_index"].get<int>(), ": ",
+      s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (",
+               r["holds"].get<std::string>(), "); node ", r["numa_node_os_index"].get<int>(), ": ",
                r["fits"].get<bool>() ? "fits" : "does NOT fit");
       for (size_t i = 0; i < r["idle"].size(); ++i)
         s += cat(i ? ", " : "; holds no ", r["idle"][i].get<std::string>());
@@ -117,7 +111,7 @@ int run(const Options& o) {
   if (!o.model.empty()) fit = model_fit(m, *plan, o.model);
   std::vector<BandwidthResult> bw;
   if (o.bandwidth) {
-    if (!o.json && m.is_this_host) std::fputs("measuring memory bandwidth...\n", stderr);
+    if (!o.json && m.is_this_host) log_info("measuring memory bandwidth...");
     bw = measure_bandwidth(m, static_cast<uint64_t>(o.bandwidth_mib) << 20, o.repetitions);
   }
 
@@ -126,7 +120,7 @@ int run(const Options& o) {
     if (plan) j["placement"] = plan_to_json(m, *plan);
     if (o.bandwidth) j["bandwidth"] = bandwidth_to_json(m, bw);
     if (!o.model.empty()) j["model"] = fit;
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::string out = machine_to_text(m);
@@ -149,7 +143,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "print JSON instead of text");
   app.add_option("--ranks", o.ranks, "print the placement plan for N ranks on one host")
       ->check(tps::kPositive);
-  app.add_option("--threads", o.threads, "threads per rank for the plan (default: one per core)")
+  app.add_option("-t,--threads", o.threads, "threads per rank for the plan (default: one per core)")
       ->check(tps::kPositive);
   auto* xml = app.add_option("--input", o.xml, "read the topology from an hwloc XML file "
                                                "(lstopo --of xml) instead of this host");
@@ -165,9 +159,11 @@ int main(int argc, char** argv) {
       ->check(tps::kPositive);
   app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")
       ->check(tps::kPositive);
-  app.add_option("--model", o.model,
+  app.add_option("-m,--model", o.model,
                  "a gpt-oss GGUF file: the bytes each rank would hold in each split mode "
                  "(layers, experts, tensor) and whether they fit its NUMA node's memory");
+  tps::add_version_flag(app, [] { return "hwloc: " + tps::hwloc_version(); });
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
+  tps::log_configure("tpstopo", tps::LogLevel::info);
   return tps::run_tool("tpstopo", [&] { return run(o); });
 }

@@ -1,5 +1,7 @@
-// Rank-prefixed logging to stderr. stdout is reserved for what the user asked
-// for (generated text, JSON); everything else goes here.
+// Logging to stderr. stdout is reserved for what the user asked for
+// (generated text, JSON); everything else goes here, one line at a time,
+// each starting with the tool's name ("tpsrun: ..."), and with the rank on
+// ranks other than 0 ("tpsrun[2]: ..."): rank 0 speaks for the job.
 #pragma once
 
 #include <string>
@@ -10,10 +12,12 @@ namespace tps {
 
 enum class LogLevel { quiet = 0, info = 1, debug = 2 };
 
-// Set once at start-up by the entry point, before threads start. The rank
-// prefix is printed only when there is more than one rank.
-void log_configure(LogLevel level, int rank, int world_size);
+// Set once at start-up by the entry point, before threads start; the rank
+// once MPI is up (runtime/mpi_session).
+void log_configure(const std::string& tool, LogLevel level);
+void log_set_rank(int rank, int world_size);
 LogLevel log_level();
+const std::string& log_tool();  // "tps" unless configured
 void log_line(const std::string& line);
 
 template <typename... Args>

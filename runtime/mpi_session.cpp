@@ -36,6 +36,14 @@ MpiSession::~MpiSession() {
   MPI_Finalize();
 }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string v(text, static_cast<size_t>(len));
+  return v.substr(0, v.find_first_of(",\n"));
+}
+
 std::vector<std::string> MpiSession::gather_to_root(const std::string& text) const {
   int len = static_cast<int>(text.size());
   std::vector<int> lens(rank_ == 0 ? size_ : 0), offsets;
@@ -54,8 +62,8 @@ std::vector<std::string> MpiSession::gather_to_root(const std::string& text) con
 }
 
 void MpiSession::abort(const std::string& message, int exit_code) const {
-  std::string line = size_ > 1 ? cat("tps: rank ", rank_, " on ", host_, ": ", message, "\n")
-                               : cat("tps: ", message, "\n");
+  std::string line = size_ > 1 ? cat(log_tool(), ": rank ", rank_, " on ", host_, ": ", message, "\n")
+                               : cat(log_tool(), ": ", message, "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   // With no other rank to stop, end as a plain program does, without the
@@ -69,7 +77,7 @@ void MpiSession::abort(const std::string& message, int exit_code) const {
 
 int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)>& body) {
   MpiSession mpi(&argc, &argv);
-  log_configure(log_level(), mpi.rank(), mpi.size());
+  log_set_rank(mpi.rank(), mpi.size());
   int code = 0;
   try {
     code = body(mpi);

@@ -38,8 +38,9 @@ class MpiSession {
   // ranks get an empty vector). Collective.
   std::vector<std::string> gather_to_root(const std::string& text) const;
 
-  // Prints "tps: rank R on HOST: message" to stderr ("tps: message" for a
-  // job of one rank, which then exits with nothing after it) and ends every
+  // Prints "TOOL: rank R on HOST: message" to stderr ("TOOL: message" for a
+  // job of one rank, which then exits with nothing after it; TOOL is
+  // log_tool()) and ends every
   // rank of the job with exit_code. Never returns.
   [[noreturn]] void abort(const std::string& message, int exit_code) const;
 
@@ -48,6 +49,10 @@ class MpiSession {
   std::string host_;
   MPI_Comm node_comm_ = MPI_COMM_NULL;
 };
+
+// The MPI library's own description of itself (its first line), as
+// MPI_Get_library_version gives it; callable before MPI starts.
+std::string mpi_library_version();
 
 // Runs body on every rank inside an MpiSession. An exception escaping body on
 // any rank, or a non-zero return, ends all ranks promptly (MPI_Abort) with that

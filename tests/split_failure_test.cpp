@@ -35,7 +35,7 @@ TEST(SplitFailure, BadFileOnOneRank) {
   const std::string args = " -p 'Hello' -n 8 --temp 0";
   auto r = run_pair("-m " + model("small") + args, "-m /no/such/model.gguf" + args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("tps: rank 1 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tpsrun: rank 1 on "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/no/such/model.gguf: cannot open"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");  // nothing that looks like a result
   EXPECT_LT(r.seconds, kPromptly);
@@ -52,7 +52,7 @@ TEST(SplitFailure, TruncatedFileOnOneRank) {
   const std::string args = " -p 'Hello' -n 8 --temp 0";
   auto r = run_pair("-m " + model("small") + args, "-m " + cut + args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("tps: rank 1 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tpsrun: rank 1 on "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(cut), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, kPromptly);
 }
@@ -64,7 +64,7 @@ TEST(SplitFailure, OutOfMemoryOnOneRank) {
   auto r = run_pair(args, "sh -c 'ulimit -v 300000; exec " + std::string(TPSRUN_PATH) + args + "'");
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("tps: rank 1 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tpsrun: rank 1 on "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("memory"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, kPromptly);
 }

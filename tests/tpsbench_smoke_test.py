@@ -137,7 +137,7 @@ class Errors(unittest.TestCase):
                                   capture_output=True, text=True, timeout=120)
         self.assertEqual(done.returncode, 1)
         last = done.stderr.splitlines()[-1]
-        self.assertRegex(last, r"^tpsbench: tpsrun \(1x1, prompt short-en\) failed: tps: .*cut\.gguf.*truncated")
+        self.assertRegex(last, r"^tpsbench: tpsrun \(1x1, prompt short-en\) failed: tpsrun: .*cut\.gguf.*truncated")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,11 @@ uint64_t Machine::total_memory() const {
   return total;
 }
 
+std::string hwloc_version() {
+  const unsigned api = hwloc_get_api_version();
+  return cat(HWLOC_VERSION, " (API ", api >> 16, ".", (api >> 8) & 0xff, " at run time)");
+}
+
 Machine discover_machine() {
   Topology t;
   if (hwloc_topology_load(t.get()) != 0)

@@ -68,6 +68,9 @@ struct Machine {
 
 // This host, as the process sees it.
 Machine discover_machine();
+
+// The hwloc tps was built with, and the API version of the one it runs with.
+std::string hwloc_version();
 // An hwloc XML export (lstopo --of xml). Throws InputError naming the file.
 Machine load_machine_xml(const std::string& path);
 // An hwloc synthetic description. Throws InputError naming the description.

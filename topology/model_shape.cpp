@@ -109,6 +109,19 @@ std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks
   return out;
 }
 
+namespace {
+std::string range_text(const Range& r) { return r.size() == 0 ? "none" : cat(r.begin, "-", r.end - 1); }
+}  // namespace
+
+std::string share_text(const RankShare& x, SplitMode mode) {
+  if (mode == SplitMode::layers)
+    return cat("layers ", range_text(x.layers), x.vocab.size() ? ", output head" : "");
+  return cat("KV heads ", range_text(x.kv_heads), ", ",
+             mode == SplitMode::experts ? cat("experts ", range_text(x.experts))
+                                        : cat("features ", range_text(x.ff), " of every expert"),
+             ", vocabulary rows ", range_text(x.vocab));
+}
+
 std::vector<std::string> idle_parts(const RankShare& x, SplitMode mode) {
   std::vector<std::string> idle;
   if (x.layers.size() == 0) idle.push_back("layers");

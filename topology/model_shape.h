@@ -82,6 +82,10 @@ struct RankShare {
 // still take part in every exchange). Throws InputError when ranks < 1.
 std::vector<RankShare> plan_split(const ModelShape& shape, SplitMode mode, int ranks);
 
+// What a share holds, in the words of its mode: "layers 0-11, output head",
+// "KV heads 0-3, experts 0-15, vocabulary rows 0-100607", ...
+std::string share_text(const RankShare& share, SplitMode mode);
+
 // The parts a mode cuts of which the share holds nothing ("layers",
 // "experts", ...): for the start-up log's warning.
 std::vector<std::string> idle_parts(const RankShare& share, SplitMode mode);
