@@ -78,15 +78,13 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) writes_file |= std::string(argv[i]).starts_with("--benchmark_out=");
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-    if (mpi.size() < 2)
-      throw InputError("bench_exchange: run it on 2 or more ranks (mpirun -np 2 bench_exchange)");
+    if (mpi.size() < 2) throw InputError("bench_exchange: run it on 2 or more ranks (mpirun -np 2 bench_exchange)");
     const int ranks = mpi.size(), rank = mpi.rank();
     Exchange shm(mpi, "shm", kFloats[std::size(kFloats) - 1]);
     Exchange over_mpi(mpi, "mpi", kFloats[std::size(kFloats) - 1]);
     auto add = [&](const std::string& what, auto sum) {
-      auto* b = benchmark::RegisterBenchmark(
-          cat("allreduce/", what, "/ranks:", ranks).c_str(),
-          [=](benchmark::State& state) { bm_sum(state, ranks, rank, sum); });
+      auto* b = benchmark::RegisterBenchmark(cat("allreduce/", what, "/ranks:", ranks).c_str(),
+                                             [=](benchmark::State& state) { bm_sum(state, ranks, rank, sum); });
       for (int n : kFloats) b->Arg(n);
       b->ArgName("floats")
           ->Iterations(kIterations)

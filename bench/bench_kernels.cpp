@@ -31,11 +31,11 @@
 #include <vector>
 
 #include "engine/gguf/ggml_types.h"
+#include "engine/gguf/quant_blocks.h"
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/matmul.h"
-#include "engine/step/kv_cache.h"
-#include "engine/gguf/quant_blocks.h"
 #include "engine/model/weights.h"
+#include "engine/step/kv_cache.h"
 #include "runtime/error.h"
 #include "runtime/page_buffer.h"
 #include "runtime/thread_pool.h"
@@ -54,15 +54,11 @@ struct Shape {
 
 // gpt-oss-20b: d = 2880, 64 query heads x 64 = 4096, expert width 2880.
 constexpr Shape kShapes[] = {
-    {"q_proj", 4096, 2880, 1},
-    {"expert", 2880, 2880, 1},
-    {"output_slice", 16384, 2880, 1},
-    {"expert", 2880, 2880, 128},
-    {"expert", 2880, 2880, 16},
+    {"q_proj", 4096, 2880, 1},   {"expert", 2880, 2880, 1},  {"output_slice", 16384, 2880, 1},
+    {"expert", 2880, 2880, 128}, {"expert", 2880, 2880, 16},
 };
 
-constexpr GgmlType kFormats[] = {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F32, GgmlType::F16,
-                                 GgmlType::BF16};
+constexpr GgmlType kFormats[] = {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F32, GgmlType::F16, GgmlType::BF16};
 
 // Several copies of one matrix with valid values (random floats put through
 // the reference converters: no NaN, infinity or denormal scales), back to
@@ -114,8 +110,7 @@ std::unique_ptr<WeightPool> make_pool(GgmlType type, int64_t rows, int64_t cols,
     const std::vector<uint8_t> file(first, first + pool->matrix_bytes);
     pack_rows(type, file.data(), rb, first, rows, cols);
   }
-  for (int i = 1; i < pool->copies; ++i)
-    std::memcpy(first + i * pool->matrix_bytes, first, pool->matrix_bytes);
+  for (int i = 1; i < pool->copies; ++i) std::memcpy(first + i * pool->matrix_bytes, first, pool->matrix_bytes);
   return pool;
 }
 
@@ -227,8 +222,7 @@ int stay_on_first_node(const Machine& m, uint64_t& l3_bytes) {
       if (!m.core_is_usable(c)) continue;
       if (cores++ == 0) l3_bytes = m.cores[c].l3_bytes;
       for (int pu : m.cores[c].pus)
-        if (std::find(m.available_pus.begin(), m.available_pus.end(), pu) != m.available_pus.end())
-          CPU_SET(pu, &set);
+        if (std::find(m.available_pus.begin(), m.available_pus.end(), pu) != m.available_pus.end()) CPU_SET(pu, &set);
     }
     if (cores == 0) continue;
     if (sched_setaffinity(0, sizeof set, &set) != 0)
@@ -252,10 +246,10 @@ int main(int argc, char** argv) {
     context.stream_bytes_per_s = bw.at(0).best_gb_per_s * 1e9;
     context.min_pool_bytes = std::max<uint64_t>(4 * l3, 256ull << 20);
     ctx = &context;
-    std::printf("bench_kernels: memory bandwidth of %s: %.1f GB/s (STREAM triad, %d threads); "
-                "weights in copies of at least %.0f MiB in all\n",
-                bw[0].scope.c_str(), bw[0].best_gb_per_s, bw[0].threads,
-                context.min_pool_bytes / 1048576.0);
+    std::printf(
+        "bench_kernels: memory bandwidth of %s: %.1f GB/s (STREAM triad, %d threads); "
+        "weights in copies of at least %.0f MiB in all\n",
+        bw[0].scope.c_str(), bw[0].best_gb_per_s, bw[0].threads, context.min_pool_bytes / 1048576.0);
 
     std::vector<int> thread_counts{1};
     if (cores > 1) thread_counts.push_back(cores);
@@ -265,8 +259,8 @@ int main(int argc, char** argv) {
           for (int threads : thread_counts) {
             // Prefill is compute-bound: one thread shows the kernel.
             if (s.tokens > 1 && threads > 1) continue;
-            std::string name = cat("matmul/", isa_name(isa), "/", type_name(type), "/", s.name, "/",
-                                   s.rows, "x", s.cols, "/tokens:", s.tokens, "/threads:", threads);
+            std::string name = cat("matmul/", isa_name(isa), "/", type_name(type), "/", s.name, "/", s.rows, "x",
+                                   s.cols, "/tokens:", s.tokens, "/threads:", threads);
             benchmark::RegisterBenchmark(name.c_str(), bm_matmul, isa, type, s, threads)
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
@@ -275,8 +269,8 @@ int main(int argc, char** argv) {
       for (int positions : {128, 1024, 4096})
         for (int threads : thread_counts)
           benchmark::RegisterBenchmark(
-              cat("attention/", isa_name(isa), "/positions:", positions, "/threads:", threads).c_str(),
-              bm_attention, isa, positions, threads)
+              cat("attention/", isa_name(isa), "/positions:", positions, "/threads:", threads).c_str(), bm_attention,
+              isa, positions, threads)
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
     benchmark::RunSpecifiedBenchmarks();

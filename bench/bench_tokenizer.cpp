@@ -21,9 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -46,8 +44,8 @@ void measure(const tps::Tokenizer& tok, const char* what, const std::string& tex
     ids = tok.encode(text).size();
     best = std::min(best, seconds_since(t0));
   }
-  std::printf("%-36s %5.1f MB, %8zu tokens: %6.2f s, %5.1f MB/s, %4.2f M tokens/s\n", what,
-              text.size() / 1e6, ids, best, text.size() / 1e6 / best, ids / 1e6 / best);
+  std::printf("%-36s %5.1f MB, %8zu tokens: %6.2f s, %5.1f MB/s, %4.2f M tokens/s\n", what, text.size() / 1e6, ids,
+              best, text.size() / 1e6 / best, ids / 1e6 / best);
 }
 
 }  // namespace
@@ -80,11 +78,10 @@ int main(int argc, char** argv) {
   const double tables_s = seconds_since(t0);
 
   std::printf("machine: %s\n", cpu_model().c_str());
-  std::printf("vocabulary from tiktoken's ranks: %.2f s; tokenizer tables (%zu tokens, %zu merges): %.2f s\n",
-              vocab_s, v.tokens.size(), v.merges.size(), tables_s);
+  std::printf("vocabulary from tiktoken's ranks: %.2f s; tokenizer tables (%zu tokens, %zu merges): %.2f s\n", vocab_s,
+              v.tokens.size(), v.merges.size(), tables_s);
   std::printf("encoding on one thread, fastest of 3 runs:\n");
-  measure(tok, tps::cat("English and code (", ascii_documents, " documents)").c_str(),
-          repeated(ascii, mb));
+  measure(tok, tps::cat("English and code (", ascii_documents, " documents)").c_str(), repeated(ascii, mb));
   measure(tok, tps::cat("all scripts (", documents, " documents)").c_str(), repeated(all, mb));
   return 0;
 }

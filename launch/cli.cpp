@@ -21,9 +21,9 @@ const CLI::Validator kPositive(
     "INT>=1");
 
 void add_version_flag(CLI::App& app, const std::function<std::string()>& details) {
-  app.set_version_flag("--version", [&app, details] {
-    return version_line(app.get_name()) + (details ? "\n" + details() : "");
-  }, "print the version, the build and what this machine gives it, and exit");
+  app.set_version_flag(
+      "--version", [&app, details] { return version_line(app.get_name()) + (details ? "\n" + details() : ""); },
+      "print the version, the build and what this machine gives it, and exit");
 }
 
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
@@ -39,8 +39,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: %s (see %s --help)\n", app.get_name().c_str(), e.what(),
-                 app.get_name().c_str());
+    std::fprintf(stderr, "%s: %s (see %s --help)\n", app.get_name().c_str(), e.what(), app.get_name().c_str());
     return 2;
   }
   return std::nullopt;

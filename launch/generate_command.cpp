@@ -28,9 +28,8 @@ struct RankStats {
 };
 
 nlohmann::json parts_json(const Session::Timings& t) {
-  return {{"qkv_projection", t.qkv},     {"attention", t.attention},
-          {"output_projection", t.output_proj}, {"router", t.router},
-          {"experts", t.experts},        {"logits", t.logits},
+  return {{"qkv_projection", t.qkv}, {"attention", t.attention}, {"output_projection", t.output_proj},
+          {"router", t.router},      {"experts", t.experts},     {"logits", t.logits},
           {"exchange", t.exchange}};
 }
 
@@ -52,8 +51,8 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   Sequence seq(o, encode_prompt(o, m.tokenizer, o.prompt));
   const std::vector<int32_t>& prompt = seq.prompt();
   if (static_cast<int>(prompt.size()) > o.ctx)
-    throw InputError(cat("the prompt is ", prompt.size(), " tokens, longer than the context of ",
-                         o.ctx, " (use --ctx, up to ", m.config.n_ctx_train, ")"));
+    throw InputError(cat("the prompt is ", prompt.size(), " tokens, longer than the context of ", o.ctx,
+                         " (use --ctx, up to ", m.config.n_ctx_train, ")"));
 
   Session session(m, r.session_options(o, o.ctx), r.pool, r.exchange);
   Sampler sampler(sp);
@@ -159,19 +158,16 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (o.top_logprobs > 0)
-      for (size_t i = 0; i < logprobs.size(); ++i)
-        log_info("token ", i, ": ", logprobs[i].dump());
+      for (size_t i = 0; i < logprobs.size(); ++i) log_info("token ", i, ": ", logprobs[i].dump());
     std::string exchange;
     if (mpi.size() > 1)
       exchange = cat("; ", mpi.size(), " ranks (", split_mode_name(m.shard.mode), " split, ",
                      transport_name(r.exchange.transport()), " exchange: up to ",
                      cat(static_cast<int>(exchange_max / steps * 1e5) / 100.0), " ms per token)");
-    log_info("prompt ", prompt.size(), " tokens at ",
-             cat(static_cast<int>(prefill_tps * 10) / 10.0), " tok/s; first token after ",
-             cat(static_cast<int>(ttft * 1000)), " ms; generated ", n_gen, " tokens at ",
-             cat(static_cast<int>(decode_tps * 100) / 100.0), " tok/s (", stop, "); ",
-             setup.binding.threads, " thread(s) per rank", exchange, "; peak RSS ",
-             cat(static_cast<int>(peak_rss_mib())), " MiB");
+    log_info("prompt ", prompt.size(), " tokens at ", cat(static_cast<int>(prefill_tps * 10) / 10.0),
+             " tok/s; first token after ", cat(static_cast<int>(ttft * 1000)), " ms; generated ", n_gen, " tokens at ",
+             cat(static_cast<int>(decode_tps * 100) / 100.0), " tok/s (", stop, "); ", setup.binding.threads,
+             " thread(s) per rank", exchange, "; peak RSS ", cat(static_cast<int>(peak_rss_mib())), " MiB");
   }
   return 0;
 }

@@ -15,5 +15,4 @@ namespace tps {
 // Collective: every rank calls them with the same options.
 int run_generate(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
 
-
 }  // namespace tps

@@ -12,12 +12,13 @@
 // The last rank samples and sends {sequence, token} back to rank 0, which
 // decides when a sequence is done and, at the end, sends the header
 // {-1, 0} that ends every rank's loop.
+#include "launch/parallel_command.h"
+
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "launch/parallel_command.h"
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "launch/sequence.h"
@@ -45,9 +46,7 @@ std::vector<std::string> read_prompts(const RunOptions& o) {
 // has its session (the KV cache of its layers), the last rank its sampler.
 struct Stream {
   Stream(const RunOptions& o, std::vector<int32_t> prompt, RankRun& r, const SamplerParams& sp)
-      : seq(o, std::move(prompt)),
-        session(r.model, r.session_options(o, o.ctx), r.pool, r.exchange),
-        sampler(sp) {}
+      : seq(o, std::move(prompt)), session(r.model, r.session_options(o, o.ctx), r.pool, r.exchange), sampler(sp) {}
   Sequence seq;
   std::string text;  // what it shows so far
   Session session;
@@ -66,8 +65,8 @@ class ParallelRun {
 
   void add(std::vector<int32_t> prompt, const SamplerParams& sp) {
     if (static_cast<int>(prompt.size()) > o_.ctx)
-      throw InputError(cat("a prompt is ", prompt.size(), " tokens, longer than the context of ",
-                           o_.ctx, " (use --ctx)"));
+      throw InputError(
+          cat("a prompt is ", prompt.size(), " tokens, longer than the context of ", o_.ctx, " (use --ctx)"));
     streams_.push_back(std::make_unique<Stream>(o_, std::move(prompt), r_, sp));
   }
   const std::vector<std::unique_ptr<Stream>>& streams() const { return streams_; }
@@ -128,8 +127,7 @@ class ParallelRun {
       for (size_t i = 0; i < streams_.size(); ++i) {
         Stream& s = *streams_[i];
         if (s.seq.done() || s.waiting) continue;
-        const std::vector<int32_t> tokens =
-            s.next < 0 ? s.seq.prompt() : std::vector<int32_t>{s.next};
+        const std::vector<int32_t> tokens = s.next < 0 ? s.seq.prompt() : std::vector<int32_t>{s.next};
         const Header h{static_cast<int32_t>(i), static_cast<int32_t>(tokens.size())};
         r_.exchange.send(&h, sizeof h, 1);
         s.session.forward(tokens, false, logits_);
@@ -193,12 +191,9 @@ int run_parallel(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     const Sequence& q = s.seq;
     generated += static_cast<int>(q.generated().size());
     const std::string t = s.text + s.seq.flush();
-    streams.push_back({{"prompt_tokens", q.prompt().size()},
-                       {"generated_ids", q.generated()},
-                       {"text", t},
-                       {"stop", q.stop()}});
-    text += cat("--- sequence ", i, " (", q.generated().size(), " tokens, ", q.stop(), ") ---\n", t,
-                "\n");
+    streams.push_back(
+        {{"prompt_tokens", q.prompt().size()}, {"generated_ids", q.generated()}, {"text", t}, {"stop", q.stop()}});
+    text += cat("--- sequence ", i, " (", q.generated().size(), " tokens, ", q.stop(), ") ---\n", t, "\n");
   }
   const double throughput = generated / std::max(seconds, 1e-9);
   if (o.json) {
@@ -217,11 +212,10 @@ int run_parallel(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     print_json(j);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
-    log_info(o.parallel, " sequences: ", prompt_tokens, " prompt tokens, ", generated,
-             " generated in ", cat(static_cast<int>(seconds * 100) / 100.0), " s: ",
-             cat(static_cast<int>(throughput * 100) / 100.0), " tok/s in all; ", mpi.size(),
-             " rank(s), ", split_mode_name(r.shard().mode), " split, ", setup.binding.threads,
-             " thread(s) per rank");
+    log_info(o.parallel, " sequences: ", prompt_tokens, " prompt tokens, ", generated, " generated in ",
+             cat(static_cast<int>(seconds * 100) / 100.0), " s: ", cat(static_cast<int>(throughput * 100) / 100.0),
+             " tok/s in all; ", mpi.size(), " rank(s), ", split_mode_name(r.shard().mode), " split, ",
+             setup.binding.threads, " thread(s) per rank");
   }
   return 0;
 }

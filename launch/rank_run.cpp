@@ -37,8 +37,7 @@ Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
 
 }  // namespace
 
-RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup,
-                 Clock::time_point t0)
+RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0)
     : pool(make_pool(setup.binding.threads, setup.thread_pus)),
       model(load(o, mpi, pool)),
       exchange(mpi, o.exchange, static_cast<size_t>(o.batch) * model.config.n_embd),
@@ -51,13 +50,12 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   const Shard& s = shard();
   const PageBuffer& mem = model.weights.memory;
   on_node = fraction_on_node(mem.data(), mem.size(), numa_node);
-  std::string line = cat("rank ", s.rank, "/", s.ranks, ": ", split_mode_name(s.mode), " split: ",
-                         share_text(s.share, s.mode), "; ", cat(static_cast<int>(mem.size() / 1e6)),
-                         " MB of weights in its own memory, ",
-                         on_node < 0 ? std::string("page placement unknown")
-                                     : cat(static_cast<int>(on_node * 1000) / 10.0,
-                                           "% of sampled pages on NUMA node ", numa_node),
-                         "; ready in ", cat(static_cast<int>(load_seconds * 10) / 10.0), " s");
+  std::string line =
+      cat("rank ", s.rank, "/", s.ranks, ": ", split_mode_name(s.mode), " split: ", share_text(s.share, s.mode), "; ",
+          cat(static_cast<int>(mem.size() / 1e6)), " MB of weights in its own memory, ",
+          on_node < 0 ? std::string("page placement unknown")
+                      : cat(static_cast<int>(on_node * 1000) / 10.0, "% of sampled pages on NUMA node ", numa_node),
+          "; ready in ", cat(static_cast<int>(load_seconds * 10) / 10.0), " s");
   std::vector<std::string> idle = idle_parts(s.share, s.mode);
   if (!idle.empty()) {
     line += "; warning: holds no ";
@@ -67,9 +65,9 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   std::vector<std::string> lines = mpi.gather_to_root(line);
   if (mpi.rank() == 0) {
     const ModelConfig& c = model.config;
-    log_info("model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert,
-             " experts (top-", c.n_expert_used, "), d=", c.n_embd, "; kernels ",
-             isa_name(best_kernel_set().isa), "; exchange ", transport_name(exchange.transport()));
+    log_info("model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert, " experts (top-", c.n_expert_used,
+             "), d=", c.n_embd, "; kernels ", isa_name(best_kernel_set().isa), "; exchange ",
+             transport_name(exchange.transport()));
     for (const std::string& l : lines) log_info(l);
   }
 }

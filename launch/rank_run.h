@@ -5,8 +5,8 @@
 
 #include <span>
 
-#include "engine/step/forward.h"
 #include "engine/model/model.h"
+#include "engine/step/forward.h"
 #include "launch/rank_setup.h"
 #include "launch/run_options.h"
 #include "runtime/clock.h"
@@ -30,8 +30,7 @@ struct RankRun {
 
   // Collective: loads every rank's shard, then prints one line per rank
   // (rank 0, in rank order): what it owns, its bytes, where its pages are.
-  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup,
-          Clock::time_point t0);
+  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0);
 
   const Shard& shard() const { return model.shard; }
   bool pipeline() const { return shard().mode == SplitMode::layers; }

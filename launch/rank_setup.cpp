@@ -12,8 +12,7 @@ RankSetup setup_rank(const MpiSession& mpi, int threads_override) {
   RankSetup s;
   s.machine = discover_machine();
   s.plan = plan_placement(s.machine, mpi.local_size(), threads_override);
-  s.binding = decide_binding(s.machine, s.plan.ranks.at(mpi.local_rank()), read_launch_binding(),
-                             threads_override);
+  s.binding = decide_binding(s.machine, s.plan.ranks.at(mpi.local_rank()), read_launch_binding(), threads_override);
   s.applied = apply_binding(s.machine, s.binding);
   std::vector<int> siblings;
   for (const Core& core : s.machine.cores) {
@@ -29,13 +28,11 @@ RankSetup setup_rank(const MpiSession& mpi, int threads_override) {
   const Machine& m = s.machine;
   const BindingDecision& b = s.binding;
   const NumaNode& node = m.numa_nodes.at(b.numa_node);
-  std::string line = cat("host ", mpi.host(), " rank ", mpi.rank(), "/", mpi.size(),
-                         ": NUMA node ", node.os_index);
+  std::string line = cat("host ", mpi.host(), " rank ", mpi.rank(), "/", mpi.size(), ": NUMA node ", node.os_index);
   if (node.package >= 0) line += cat(" (package ", m.packages[node.package].os_index, ")");
   line += cat(", PUs ", format_index_list(b.pus), ", ", b.threads, " thread(s), memory on node ",
               format_index_list(s.applied.memory_nodes), "; ", b.reason);
-  if (s.applied.pus != b.pus)
-    line += cat("; warning: the kernel reports PUs ", format_index_list(s.applied.pus));
+  if (s.applied.pus != b.pus) line += cat("; warning: the kernel reports PUs ", format_index_list(s.applied.pus));
 
   std::vector<std::string> lines = mpi.gather_to_root(line);
   if (mpi.rank() == 0 && log_level() >= LogLevel::info) {

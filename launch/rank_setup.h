@@ -12,9 +12,9 @@ namespace tps {
 
 struct RankSetup {
   Machine machine;
-  PlacementPlan plan;          // for the ranks on this host
-  BindingDecision binding;     // what this rank applied
-  AppliedBinding applied;      // what the kernel reports
+  PlacementPlan plan;       // for the ranks on this host
+  BindingDecision binding;  // what this rank applied
+  AppliedBinding applied;   // what the kernel reports
   // PUs for the rank's worker threads in order: one per core first, then
   // the cores' SMT siblings.
   std::vector<int> thread_pus;

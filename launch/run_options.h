@@ -28,7 +28,7 @@ struct RunOptions {
   std::string split = "auto";     // layers, experts, tensor or auto
   std::string exchange = "auto";  // shm, mpi or auto
   bool keep_page_cache = false;   // leave the model file in the page cache
-  std::string ids_file;  // score: the token sequence
+  std::string ids_file;           // score: the token sequence
 };
 
 }  // namespace tps

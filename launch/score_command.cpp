@@ -27,8 +27,7 @@ int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup
   if (ids.size() < 2) throw InputError(cat(o.ids_file, ": need at least 2 token ids to score"));
   RankRun r(o, mpi, setup, Clock::now());
   const Model& m = r.model;
-  Session session(m, r.session_options(o, std::max<int>(o.ctx, static_cast<int>(ids.size()))),
-                  r.pool, r.exchange);
+  Session session(m, r.session_options(o, std::max<int>(o.ctx, static_cast<int>(ids.size()))), r.pool, r.exchange);
   std::vector<float> logits;
   auto t0 = Clock::now();
   session.forward(ids, true, logits);
@@ -42,14 +41,11 @@ int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup
   if (!r.pipeline() || m.shard.rank == r.last_rank()) {
     Exchange alone;
     for (size_t i = 0; i + 1 < ids.size(); ++i) {
-      const SplitLogits row =
-          split_logits(r, std::span<const float>(logits.data() + i * rows, rows), alone);
+      const SplitLogits row = split_logits(r, std::span<const float>(logits.data() + i * rows, rows), alone);
       nlohmann::json top = nlohmann::json::array();
       for (const TokenLogprob& t : top_logprobs(row, k)) top.push_back({t.id, t.logprob});
-      positions.push_back({{"pos", i},
-                           {"next", ids[i + 1]},
-                           {"next_logprob", logprob_of(row, ids[i + 1])},
-                           {"top", top}});
+      positions.push_back(
+          {{"pos", i}, {"next", ids[i + 1]}, {"next_logprob", logprob_of(row, ids[i + 1])}, {"top", top}});
     }
   }
   if (r.pipeline()) {  // the last rank's results to rank 0, which prints

@@ -2,15 +2,13 @@
 
 namespace tps {
 
-std::vector<int32_t> encode_prompt(const RunOptions& o, const Tokenizer& tokenizer,
-                                   const std::string& text) {
+std::vector<int32_t> encode_prompt(const RunOptions& o, const Tokenizer& tokenizer, const std::string& text) {
   if (!o.chat) return tokenizer.encode(text, true);
   return render_chat_prompt(text, ChatOptions{"", o.reasoning, ""},
                             [&](const std::string& s) { return tokenizer.encode(s); });
 }
 
-Sequence::Sequence(const RunOptions& o, std::vector<int32_t> prompt)
-    : o_(o), prompt_(std::move(prompt)) {
+Sequence::Sequence(const RunOptions& o, std::vector<int32_t> prompt) : o_(o), prompt_(std::move(prompt)) {
   if (o.max_tokens == 0) stop_ = "length";
 }
 

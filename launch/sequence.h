@@ -16,8 +16,7 @@ namespace tps {
 
 // The prompt's tokens: the text as is (control tokens parsed), or rendered
 // as a harmony chat with --chat.
-std::vector<int32_t> encode_prompt(const RunOptions& options, const Tokenizer& tokenizer,
-                                   const std::string& text);
+std::vector<int32_t> encode_prompt(const RunOptions& options, const Tokenizer& tokenizer, const std::string& text);
 
 class Sequence {
  public:

@@ -6,8 +6,8 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
-#include "engine/text/o200k_vocab.h"
 #include "engine/model/synthetic_model.h"
+#include "engine/text/o200k_vocab.h"
 #include "launch/cli.h"
 #include "launch/progress_line.h"
 #include "runtime/clock.h"
@@ -25,8 +25,8 @@ struct Options {
   bool if_missing = false;
   bool quiet = false;
   // Overrides of the preset's shape; 0 = keep.
-  uint32_t layers = 0, embd = 0, heads = 0, kv_heads = 0, head_dim = 0, experts = 0,
-           experts_used = 0, ff = 0, window = 0;
+  uint32_t layers = 0, embd = 0, heads = 0, kv_heads = 0, head_dim = 0, experts = 0, experts_used = 0, ff = 0,
+           window = 0;
 };
 
 void apply_overrides(const Options& o, tps::ModelConfig& c) {
@@ -39,19 +39,18 @@ void apply_overrides(const Options& o, tps::ModelConfig& c) {
   // Rows of Q8_0 and MXFP4 matrices are whole 32-element blocks.
   auto blocks = [](uint32_t n, const char* what) {
     if (n % 32)
-      throw tps::InputError(tps::cat(what, " = ", n, " is not a multiple of 32 (Q8_0/MXFP4 "
-                                                     "rows are whole 32-element blocks)"));
+      throw tps::InputError(tps::cat(what, " = ", n,
+                                     " is not a multiple of 32 (Q8_0/MXFP4 "
+                                     "rows are whole 32-element blocks)"));
   };
   blocks(c.n_embd, "--embd");
   blocks(c.q_width(), "--heads x --head-dim");
   blocks(c.n_ff_exp, "--ff");
   if (c.n_head % c.n_head_kv)
-    throw tps::InputError(tps::cat("--heads ", c.n_head, " is not a multiple of --kv-heads ",
-                                   c.n_head_kv));
+    throw tps::InputError(tps::cat("--heads ", c.n_head, " is not a multiple of --kv-heads ", c.n_head_kv));
   if (c.head_dim % 2) throw tps::InputError(tps::cat("--head-dim ", c.head_dim, " is odd"));
   if (c.n_expert_used > c.n_expert)
-    throw tps::InputError(tps::cat("--experts-used ", c.n_expert_used, " is more than --experts ",
-                                   c.n_expert));
+    throw tps::InputError(tps::cat("--experts-used ", c.n_expert_used, " is more than --experts ", c.n_expert));
 }
 
 // A complete file of this preset and seed already exists: nothing to do.
@@ -61,9 +60,8 @@ bool up_to_date(const std::string& path, const tps::SyntheticSpec& spec) {
   try {
     tps::GgufFile f = tps::GgufFile::open(path);
     tps::ModelConfig c = tps::read_model_config(f);
-    return f.find_string("tps.synthetic.preset") == spec.preset &&
-           f.find_u64("tps.synthetic.seed") == spec.seed && c.n_layer == spec.config.n_layer &&
-           c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert;
+    return f.find_string("tps.synthetic.preset") == spec.preset && f.find_u64("tps.synthetic.seed") == spec.seed &&
+           c.n_layer == spec.config.n_layer && c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert;
   } catch (const tps::Error& e) {
     tps::log_info(path, ": not usable (", e.what(), "); writing it again");
     return false;
@@ -84,9 +82,9 @@ int run(const Options& o) {
   if (!parent.empty()) std::filesystem::create_directories(parent);
 
   const Clock::time_point t0 = Clock::now();
-  log_info("preset ", spec.preset, ", seed ", spec.seed, ", ", spec.config.n_layer, " layers, ",
-           spec.config.n_expert, " experts, d=", spec.config.n_embd, ": ",
-           static_cast<int64_t>(synthetic_tensor_bytes(spec) / 1e6), " MB of tensors -> ", out);
+  log_info("preset ", spec.preset, ", seed ", spec.seed, ", ", spec.config.n_layer, " layers, ", spec.config.n_expert,
+           " experts, d=", spec.config.n_embd, ": ", static_cast<int64_t>(synthetic_tensor_bytes(spec) / 1e6),
+           " MB of tensors -> ", out);
   Vocab vocab = build_o200k_harmony_vocab(o.vocab_json);
   ProgressLine progress("writing");
   write_synthetic_model(spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); });
@@ -99,18 +97,19 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"tps-mkmodel: write a synthetic gpt-oss GGUF file (the real release's "
-               "architecture, tensor names, types and metadata; seeded random weights; the real "
-               "o200k_harmony vocabulary).",
-               "tps-mkmodel"};
-  std::string presets = "tiny (unit tests), small (end-to-end tests), 20b-4l (gpt-oss-20b widths, "
-                        "4 layers), 20b (the full 24-layer shape)";
+  CLI::App app{
+      "tps-mkmodel: write a synthetic gpt-oss GGUF file (the real release's "
+      "architecture, tensor names, types and metadata; seeded random weights; the real "
+      "o200k_harmony vocabulary).",
+      "tps-mkmodel"};
+  std::string presets =
+      "tiny (unit tests), small (end-to-end tests), 20b-4l (gpt-oss-20b widths, "
+      "4 layers), 20b (the full 24-layer shape)";
   app.add_option("--preset", o.preset, presets)
       ->check(CLI::IsMember(tps::synthetic_preset_names()))
       ->capture_default_str();
   app.add_option("-o,--out", o.out, "output file (default: models/gpt-oss-PRESET.gguf)");
-  app.add_option("--seed", o.seed, "weights are a pure function of preset, shape and seed")
-      ->capture_default_str();
+  app.add_option("--seed", o.seed, "weights are a pure function of preset, shape and seed")->capture_default_str();
   app.add_flag("--if-missing", o.if_missing,
                "do nothing when the output is already a complete file of this preset and seed");
   app.add_option("--vocab-json", o.vocab_json,
@@ -125,10 +124,8 @@ int main(int argc, char** argv) {
   shape->add_option("--kv-heads", o.kv_heads, "key/value heads")->check(tps::kPositive);
   shape->add_option("--head-dim", o.head_dim, "head dimension (even)")->check(tps::kPositive);
   shape->add_option("--experts", o.experts, "experts per layer")->check(tps::kPositive);
-  shape->add_option("--experts-used", o.experts_used, "experts per token (top-k)")
-      ->check(tps::kPositive);
-  shape->add_option("--ff", o.ff, "expert intermediate size (multiple of 32)")
-      ->check(tps::kPositive);
+  shape->add_option("--experts-used", o.experts_used, "experts per token (top-k)")->check(tps::kPositive);
+  shape->add_option("--ff", o.ff, "expert intermediate size (multiple of 32)")->check(tps::kPositive);
   shape->add_option("--window", o.window, "sliding window in tokens")->check(tps::kPositive);
   tps::add_version_flag(app);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;

@@ -12,8 +12,8 @@
 #include "launch/rank_setup.h"
 #include "launch/score_command.h"
 #include "launch/tokenize_command.h"
-#include "runtime/log.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/mpi_session.h"
 #include "topology/machine.h"
 
@@ -49,47 +49,51 @@ int main(int argc, char** argv) {
   Options o;
   tps::RunOptions run;
   run.model = kDefaultModel;
-  CLI::App app{"tpsrun: run gpt-oss models on CPUs, one MPI rank per NUMA node.\n"
-               "Start it as `mpirun -np N tpsrun ...`: each rank places and binds itself. "
-               "Without a subcommand it generates text from -p PROMPT.",
-               "tpsrun"};
-  app.add_option("-t,--threads", o.threads, "worker threads per rank (default: one per core "
-                                            "of the rank's share of its NUMA node)")
+  CLI::App app{
+      "tpsrun: run gpt-oss models on CPUs, one MPI rank per NUMA node.\n"
+      "Start it as `mpirun -np N tpsrun ...`: each rank places and binds itself. "
+      "Without a subcommand it generates text from -p PROMPT.",
+      "tpsrun"};
+  app.add_option("-t,--threads", o.threads,
+                 "worker threads per rank (default: one per core "
+                 "of the rank's share of its NUMA node)")
       ->check(tps::kPositive);
   app.add_flag("-q,--quiet", o.quiet, "print only errors to stderr");
   app.add_flag("-v,--verbose", o.verbose, "print debugging detail to stderr");
-  auto* model = app.add_option("-m,--model", run.model, "GGUF model file (default: the small "
-                                                         "synthetic model scripts/demo makes)")
+  auto* model = app.add_option("-m,--model", run.model,
+                               "GGUF model file (default: the small "
+                               "synthetic model scripts/demo makes)")
                     ->capture_default_str();
   auto* prompt = app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)");
   auto* prompts = app.add_option("--prompts-file", run.prompts_file,
                                  "with --parallel: prompts, one per line (sequence i takes line i, "
-                                 "cycling)")->excludes(prompt);
+                                 "cycling)")
+                      ->excludes(prompt);
   app.add_option("--parallel", run.parallel,
                  "generate this many independent sequences at once and print their texts at "
                  "the end (sequence i samples with seed + i); with --split layers the ranks "
                  "form a pipeline with several sequences in flight")
-      ->check(tps::kPositive)->capture_default_str();
+      ->check(tps::kPositive)
+      ->capture_default_str();
   app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str();
-  app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
-      ->capture_default_str();
-  app.add_option("--top-k", run.sampler.top_k, "keep the k most likely tokens; 0 = off")
-      ->capture_default_str();
-  app.add_option("--top-p", run.sampler.top_p, "nucleus sampling in (0, 1]; 1 = off")
-      ->capture_default_str();
-  app.add_option("--min-p", run.sampler.min_p, "drop tokens below min-p x the best; 0 = off")
-      ->capture_default_str();
-  auto* seed = app.add_option("--seed", run.sampler.seed, "sampling seed (default: random, "
-                                                          "reported in --json)");
+  app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
+  app.add_option("--top-k", run.sampler.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
+  app.add_option("--top-p", run.sampler.top_p, "nucleus sampling in (0, 1]; 1 = off")->capture_default_str();
+  app.add_option("--min-p", run.sampler.min_p, "drop tokens below min-p x the best; 0 = off")->capture_default_str();
+  auto* seed = app.add_option("--seed", run.sampler.seed,
+                              "sampling seed (default: random, "
+                              "reported in --json)");
   app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
-      ->check(tps::kPositive)->capture_default_str();
-  app.add_option("--batch", run.batch, "prompt tokens per forward step")
-      ->check(tps::kPositive)->capture_default_str();
-  app.add_flag("--chat", run.chat, "wrap the prompt in the harmony chat format and print only "
-                                   "the final channel");
+      ->check(tps::kPositive)
+      ->capture_default_str();
+  app.add_option("--batch", run.batch, "prompt tokens per forward step")->check(tps::kPositive)->capture_default_str();
+  app.add_flag("--chat", run.chat,
+               "wrap the prompt in the harmony chat format and print only "
+               "the final channel");
   app.add_flag("--show-analysis", run.show_analysis, "with --chat, print the analysis channel too");
   app.add_option("--reasoning", run.reasoning, "with --chat: low, medium or high")
-      ->check(CLI::IsMember({"low", "medium", "high"}))->capture_default_str();
+      ->check(CLI::IsMember({"low", "medium", "high"}))
+      ->capture_default_str();
   app.add_flag("--json", run.json, "print one JSON object (text, ids, timings) instead of text");
   app.add_option("--top-logprobs", run.top_logprobs,
                  "report each generated token's log-probability and the K most likely")
@@ -101,27 +105,29 @@ int main(int argc, char** argv) {
                  "how ranks share the model: tensor (a slice of every expert, head group and "
                  "vocabulary rows), experts (whole experts), layers (a pipeline of layer "
                  "ranges), auto (tensor, measured fastest for one and for several sequences)")
-      ->check(CLI::IsMember({"auto", "tensor", "experts", "layers"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "tensor", "experts", "layers"}))
+      ->capture_default_str();
   app.add_option("--exchange", run.exchange,
                  "how ranks sum activations: shm (MPI-3 shared-memory window; ranks on one "
                  "host), mpi (MPI_Allgather; any transport), auto (shm on one host)")
-      ->check(CLI::IsMember({"auto", "shm", "mpi"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "shm", "mpi"}))
+      ->capture_default_str();
   app.add_flag("--keep-page-cache", run.keep_page_cache,
                "leave the model file in the page cache after the ranks have copied it (faster "
                "reloads, e.g. for benchmarks, at the cost of a second copy in memory)");
   app.require_subcommand(0, 1);
 
-  CLI::App* place = app.add_subcommand(
-      "place", "bind each rank to its cores and NUMA node, print the placement, and exit");
-  CLI::App* score = app.add_subcommand(
-      "score", "teacher forcing: the log-probability of each next token of a given sequence "
-               "and the top alternatives (uses -m, --top-logprobs, --json)");
+  CLI::App* place =
+      app.add_subcommand("place", "bind each rank to its cores and NUMA node, print the placement, and exit");
+  CLI::App* score = app.add_subcommand("score",
+                                       "teacher forcing: the log-probability of each next token of a given sequence "
+                                       "and the top alternatives (uses -m, --top-logprobs, --json)");
   score->add_option("--ids", run.ids_file, "file of token ids separated by white space")->required();
   score->fallthrough();
 
   tps::TokenizeOptions tk;
-  CLI::App* tokenize = app.add_subcommand(
-      "tokenize", "print the token ids (and pieces) of a text with the model's tokenizer");
+  CLI::App* tokenize =
+      app.add_subcommand("tokenize", "print the token ids (and pieces) of a text with the model's tokenizer");
   tokenize->add_option("-m,--model", tk.model, "GGUF model file")->required();
   auto* text = tokenize->add_option("--text", tk.text, "text to tokenize");
   tokenize->add_option("--file", tk.file, "file whose contents to tokenize")->excludes(text);
@@ -137,7 +143,8 @@ int main(int argc, char** argv) {
     if (run.parallel > 1 && run.top_logprobs > 0)
       throw CLI::ValidationError("--top-logprobs works with one sequence, not with --parallel");
     if (model->count() == 0 && !std::filesystem::exists(run.model))
-      throw CLI::ValidationError(run.model + ": no such file; make the default model with `build/bin/tps-mkmodel "
+      throw CLI::ValidationError(run.model +
+                                 ": no such file; make the default model with `build/bin/tps-mkmodel "
                                  "--preset small` (scripts/demo does) or give -m FILE");
   });
   tps::add_version_flag(app, runtime_versions);
@@ -146,9 +153,7 @@ int main(int argc, char** argv) {
   if (tokenize->parsed())  // a local utility: no ranks, no binding
     return tps::run_tool("tpsrun", [&] { return tps::run_tokenize(tk); });
 
-  tps::log_configure("tpsrun", o.quiet     ? tps::LogLevel::quiet
-                               : o.verbose ? tps::LogLevel::debug
-                                           : tps::LogLevel::info);
+  tps::log_configure("tpsrun", o.quiet ? tps::LogLevel::quiet : o.verbose ? tps::LogLevel::debug : tps::LogLevel::info);
   return tps::run_on_all_ranks(argc, argv, [&](tps::MpiSession& mpi) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;

@@ -34,8 +34,7 @@ struct Options {
 // fits the memory of the rank's NUMA node (free memory on this host; total
 // memory for a described machine, where free memory is unknown). Ranks that
 // share a node share its memory.
-nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan,
-                         const std::string& path) {
+nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const std::string& path) {
   using namespace tps;
   GgufFile f = GgufFile::open(path);
   ModelConfig c = read_model_config(f);
@@ -78,17 +77,15 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan,
 std::string model_fit_text(const nlohmann::json& j) {
   using tps::cat;
   using tps::format_bytes;
-  std::string s = cat("model ", j["file"].get<std::string>(), ": ",
-                      format_bytes(j["weight_bytes"]), " of weights in ", j["layers"].get<int>(),
-                      " layers; what each rank holds, by split mode (node memory is ",
+  std::string s = cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights in ",
+                      j["layers"].get<int>(), " layers; what each rank holds, by split mode (node memory is ",
                       j["memory"].get<std::string>(), " memory):\n");
   for (const auto& [mode, split] : j["splits"].items()) {
     for (const auto& r : split["ranks"]) {
       s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (",
                r["holds"].get<std::string>(), "); node ", r["numa_node_os_index"].get<int>(), ": ",
                r["fits"].get<bool>() ? "fits" : "does NOT fit");
-      for (size_t i = 0; i < r["idle"].size(); ++i)
-        s += cat(i ? ", " : "; holds no ", r["idle"][i].get<std::string>());
+      for (size_t i = 0; i < r["idle"].size(); ++i) s += cat(i ? ", " : "; holds no ", r["idle"][i].get<std::string>());
       s += "\n";
     }
   }
@@ -141,14 +138,13 @@ int main(int argc, char** argv) {
       "N ranks and measured memory bandwidth per node.",
       "tpstopo"};
   app.add_flag("--json", o.json, "print JSON instead of text");
-  app.add_option("--ranks", o.ranks, "print the placement plan for N ranks on one host")
-      ->check(tps::kPositive);
+  app.add_option("--ranks", o.ranks, "print the placement plan for N ranks on one host")->check(tps::kPositive);
   app.add_option("-t,--threads", o.threads, "threads per rank for the plan (default: one per core)")
       ->check(tps::kPositive);
-  auto* xml = app.add_option("--input", o.xml, "read the topology from an hwloc XML file "
-                                               "(lstopo --of xml) instead of this host");
-  app.add_option("--synthetic", o.synthetic,
-                 "use an hwloc synthetic topology, e.g. \"pack:2 numa:1 core:4 pu:2\"")
+  auto* xml = app.add_option("--input", o.xml,
+                             "read the topology from an hwloc XML file "
+                             "(lstopo --of xml) instead of this host");
+  app.add_option("--synthetic", o.synthetic, "use an hwloc synthetic topology, e.g. \"pack:2 numa:1 core:4 pu:2\"")
       ->excludes(xml);
   app.add_flag("--bandwidth", o.bandwidth,
                "measure memory bandwidth (STREAM triad) of each NUMA node alone and of all "
@@ -157,8 +153,7 @@ int main(int argc, char** argv) {
                  "size of each triad array per node in MiB (default: 4x the node's L3, "
                  "256..1024)")
       ->check(tps::kPositive);
-  app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")
-      ->check(tps::kPositive);
+  app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")->check(tps::kPositive);
   app.add_option("-m,--model", o.model,
                  "a gpt-oss GGUF file: the bytes each rank would hold in each split mode "
                  "(layers, experts, tensor) and whether they fit its NUMA node's memory");

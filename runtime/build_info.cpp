@@ -5,13 +5,15 @@
 namespace tps {
 
 const BuildInfo& build_info() {
-  static const BuildInfo info{TPS_VERSION, TPS_GIT_COMMIT,
+  static const BuildInfo info {
+    TPS_VERSION, TPS_GIT_COMMIT,
 #if defined(__clang__)
-                              "clang " __clang_version__,
+        "clang " __clang_version__,
 #else
-                              "g++ " __VERSION__,
+        "g++ " __VERSION__,
 #endif
-                              TPS_BUILD_TYPE};
+        TPS_BUILD_TYPE
+  };
   return info;
 }
 

@@ -7,9 +7,7 @@ namespace tps {
 
 using Clock = std::chrono::steady_clock;
 
-inline double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Adds the seconds since the last lap (or since construction) to one of
 // several running totals: where a sequence of steps spends its time.

@@ -22,8 +22,7 @@ std::string cat(const Args&... args) {
 // convention: 2 for bad input (arguments, files, descriptions), 1 otherwise.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message, int exit_code = 1)
-      : std::runtime_error(message), exit_code_(exit_code) {}
+  explicit Error(const std::string& message, int exit_code = 1) : std::runtime_error(message), exit_code_(exit_code) {}
   int exit_code() const { return exit_code_; }
 
  private:

@@ -63,12 +63,12 @@ struct Exchange::Impl {
   // shm
   MPI_Win window = MPI_WIN_NULL;
   size_t slot_floats = 0;
-  std::vector<Flag*> flags;              // per rank
-  std::vector<float*> slots[2];          // per parity, per rank
-  std::vector<const float*> parts;       // scratch: the slots of one sum
+  std::vector<Flag*> flags;         // per rank
+  std::vector<float*> slots[2];     // per parity, per rank
+  std::vector<const float*> parts;  // scratch: the slots of one sum
   uint64_t epoch = 0;
   // mpi
-  std::vector<float> gathered;           // [ranks][n]
+  std::vector<float> gathered;  // [ranks][n]
 };
 
 Exchange::Exchange() : impl_(std::make_unique<Impl>()) {}
@@ -145,8 +145,7 @@ void Exchange::sum(float* data, size_t n) {
   Impl& s = *impl_;
   if (transport_ == Transport::mpi) {
     s.gathered.resize(n * size_);
-    MPI_Allgather(data, static_cast<int>(n), MPI_FLOAT, s.gathered.data(), static_cast<int>(n),
-                  MPI_FLOAT, s.comm);
+    MPI_Allgather(data, static_cast<int>(n), MPI_FLOAT, s.gathered.data(), static_cast<int>(n), MPI_FLOAT, s.comm);
     for (int r = 0; r < size_; ++r) s.parts[r] = s.gathered.data() + r * n;
     add_in_rank_order(s.parts.data(), size_, data, n);
     return;
@@ -171,8 +170,7 @@ void Exchange::all_gather(const void* mine, void* all, size_t bytes) {
     return;
   }
   Timed timed(stats_, bytes);
-  MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE,
-                impl_->comm);
+  MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE, impl_->comm);
 }
 
 void Exchange::broadcast(void* data, size_t bytes, int root) {

@@ -54,8 +54,7 @@ std::vector<std::string> MpiSession::gather_to_root(const std::string& text) con
     for (int l : lens) offsets.push_back(total), total += l;
     all.resize(total);
   }
-  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
-              MPI_COMM_WORLD);
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
   std::vector<std::string> out;
   for (int r = 0; r < static_cast<int>(lens.size()); ++r) out.push_back(all.substr(offsets[r], lens[r]));
   return out;

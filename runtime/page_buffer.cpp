@@ -13,8 +13,7 @@ namespace tps {
 PageBuffer::PageBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    throw Error(cat("cannot reserve ", bytes, " bytes of memory: ", std::strerror(errno)));
+  if (p == MAP_FAILED) throw Error(cat("cannot reserve ", bytes, " bytes of memory: ", std::strerror(errno)));
   madvise(p, bytes, MADV_HUGEPAGE);  // a hint; fine if the kernel declines
   data_ = static_cast<uint8_t*>(p);
 }

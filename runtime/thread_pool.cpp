@@ -11,8 +11,7 @@ namespace {
 constexpr int kSpins = 20000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads, const std::function<void(int)>& on_start)
-    : n_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, const std::function<void(int)>& on_start) : n_(n_threads < 1 ? 1 : n_threads) {
   for (int i = 1; i < n_; ++i) threads_.emplace_back(&ThreadPool::worker, this, i, on_start);
 }
 

@@ -29,9 +29,7 @@ TEST(Exchange, SumsInRankOrderOverBothTransports) {
   for (const char* how : {"shm", "mpi", "auto"}) {
     SCOPED_TRACE(how);
     Exchange ex(mpi(), how, 1000);
-    EXPECT_EQ(ex.transport(), R == 1 ? Transport::solo
-                              : std::string(how) == "mpi" ? Transport::mpi
-                                                          : Transport::shm);
+    EXPECT_EQ(ex.transport(), R == 1 ? Transport::solo : std::string(how) == "mpi" ? Transport::mpi : Transport::shm);
     for (int round = 0; round < 3; ++round) {  // the slots alternate
       std::vector<float> x(n);
       for (size_t i = 0; i < n; ++i) x[i] = part(mpi().rank(), i);

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/step/forward.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/step/forward.h"
 #include "engine/step/sampler.h"
 #include "runtime/error.h"
 #include "tests/reference_forward.h"
@@ -85,9 +85,8 @@ void compare_with_reference(const std::string& preset, bool truncate) {
     }
     std::vector<double> sorted = diffs;
     std::sort(sorted.begin(), sorted.end());
-    std::printf("%s %s: |d logprob| median %.2g, max %.2g; top-1 agrees at %d of %zu\n",
-                preset.c_str(), isa_name(isa), sorted[sorted.size() / 2], sorted.back(),
-                top1_agree, ids.size());
+    std::printf("%s %s: |d logprob| median %.2g, max %.2g; top-1 agrees at %d of %zu\n", preset.c_str(), isa_name(isa),
+                sorted[sorted.size() / 2], sorted.back(), top1_agree, ids.size());
     EXPECT_LT(sorted[sorted.size() / 2], 1e-3);
     EXPECT_LT(sorted.back(), 0.15);
     EXPECT_GE(top1_agree, 60);
@@ -125,8 +124,10 @@ TEST(Forward, SameLogitsForAnyThreadCountAndBatchSize) {
       Engine e(model_path("small"), threads, o, supported_isas().back());
       std::vector<float> logits;
       e.session.forward(ids, false, logits);
-      if (first.empty()) first = logits;
-      else EXPECT_EQ(logits, first) << threads << " threads, batch " << batch;
+      if (first.empty())
+        first = logits;
+      else
+        EXPECT_EQ(logits, first) << threads << " threads, batch " << batch;
     }
   }
 }
@@ -141,8 +142,8 @@ TEST(Forward, ContextLimitIsAClearError) {
     e.session.forward(std::vector<int32_t>{1}, false, logits);
     FAIL();
   } catch (const InputError& err) {
-    EXPECT_NE(std::string(err.what()).find("21 tokens do not fit in the context of 20"),
-              std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("21 tokens do not fit in the context of 20"), std::string::npos)
+        << err.what();
   }
   EXPECT_THROW(e.session.forward(std::vector<int32_t>{}, false, logits), InputError);
   e.session.reset();

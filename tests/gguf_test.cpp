@@ -184,16 +184,21 @@ TEST(Gguf, RoundTripOfEveryValueType) {
   EXPECT_EQ(f.find("no.such.key"), nullptr);
 
   // The generic rendering of every type.
-  const std::vector<std::pair<std::string, std::string>> texts = {
-      {"t.u8", "200"},        {"t.i8", "-5"},
-      {"t.u16", "60000"},     {"t.i16", "-300"},
-      {"t.u32", "4000000000"}, {"t.i32", "-7"},
-      {"t.u64", "1099511627776"}, {"t.i64", "-1099511627776"},
-      {"t.f32", "1.5"},       {"t.f64", "0.25"},
-      {"t.bool", "true"},     {"t.str", "\"h\xC3\xA9llo\""},
-      {"t.strs", "[string x 3: \"a\", \"\", \"ccc\"]"},
-      {"t.i32s", "[i32 x 3: 1, -2, 3]"},
-      {"t.f32s", "[f32 x 2: 0.5, -1]"}};
+  const std::vector<std::pair<std::string, std::string>> texts = {{"t.u8", "200"},
+                                                                  {"t.i8", "-5"},
+                                                                  {"t.u16", "60000"},
+                                                                  {"t.i16", "-300"},
+                                                                  {"t.u32", "4000000000"},
+                                                                  {"t.i32", "-7"},
+                                                                  {"t.u64", "1099511627776"},
+                                                                  {"t.i64", "-1099511627776"},
+                                                                  {"t.f32", "1.5"},
+                                                                  {"t.f64", "0.25"},
+                                                                  {"t.bool", "true"},
+                                                                  {"t.str", "\"h\xC3\xA9llo\""},
+                                                                  {"t.strs", "[string x 3: \"a\", \"\", \"ccc\"]"},
+                                                                  {"t.i32s", "[i32 x 3: 1, -2, 3]"},
+                                                                  {"t.f32s", "[f32 x 2: 0.5, -1]"}};
   for (const auto& [key, text] : texts) EXPECT_EQ(f.value_text(*f.find(key)), text) << key;
   EXPECT_EQ(f.value_text(*f.find("t.strs"), 2), "[string x 3: \"a\", \"\", ...]");
 }
@@ -209,8 +214,7 @@ TEST(Gguf, TypedAccessorsNameKeyAndBothTypes) {
     }
     return std::string("(no error)");
   };
-  EXPECT_EQ(message([&] { f.get_string("t.u32"); }),
-            "sample.gguf: metadata key 't.u32' has type u32, expected string");
+  EXPECT_EQ(message([&] { f.get_string("t.u32"); }), "sample.gguf: metadata key 't.u32' has type u32, expected string");
   EXPECT_EQ(message([&] { f.get_u32("t.str"); }),
             "sample.gguf: metadata key 't.str' has type string, expected an unsigned integer");
   EXPECT_EQ(message([&] { f.get_u32("t.u64"); }),
@@ -219,18 +223,15 @@ TEST(Gguf, TypedAccessorsNameKeyAndBothTypes) {
             "sample.gguf: metadata key 't.i32' is -7 (expected a non-negative integer)");
   EXPECT_EQ(message([&] { f.get_u64("t.i64"); }),
             "sample.gguf: metadata key 't.i64' is -1099511627776 (expected a non-negative integer)");
-  EXPECT_EQ(message([&] { f.get_f32("t.u8"); }),
-            "sample.gguf: metadata key 't.u8' has type u8, expected f32");
-  EXPECT_EQ(message([&] { f.find_bool("t.u8"); }),
-            "sample.gguf: metadata key 't.u8' has type u8, expected bool");
+  EXPECT_EQ(message([&] { f.get_f32("t.u8"); }), "sample.gguf: metadata key 't.u8' has type u8, expected f32");
+  EXPECT_EQ(message([&] { f.find_bool("t.u8"); }), "sample.gguf: metadata key 't.u8' has type u8, expected bool");
   EXPECT_EQ(message([&] { f.get_string_array("t.i32s"); }),
             "sample.gguf: metadata key 't.i32s' has type array of i32, expected array of string");
   EXPECT_EQ(message([&] { f.get_i32_array("t.f32s"); }),
             "sample.gguf: metadata key 't.f32s' has type array of f32, expected array of i32");
   EXPECT_EQ(message([&] { f.get_array_info("t.str"); }),
             "sample.gguf: metadata key 't.str' has type string, expected array");
-  EXPECT_EQ(message([&] { f.get_u32("general.missing"); }),
-            "sample.gguf: metadata key 'general.missing' is missing");
+  EXPECT_EQ(message([&] { f.get_u32("general.missing"); }), "sample.gguf: metadata key 'general.missing' is missing");
   EXPECT_EQ(message([&] { f.tensor("absent"); }), "sample.gguf: tensor 'absent' is missing");
 
   // Empty arrays (the fuzzer found memcpy from an empty one's null data()).
@@ -446,8 +447,7 @@ TEST(GgufMalformed, Headers) {
   const std::vector<uint8_t> good = sample_file();
   expect_error(poked<uint8_t>(good, 0, 'X'), "magic: not a GGUF file");
   for (uint32_t version : {0u, 1u, 4u, 0x7FFFFFFFu})
-    expect_error(poked(good, 4, version),
-                 cat("GGUF version ", version, " is not supported (expected 2 or 3)"));
+    expect_error(poked(good, 4, version), cat("GGUF version ", version, " is not supported (expected 2 or 3)"));
   expect_error(poked<uint32_t>(good, 4, 0x03000000), "the file looks big-endian");
   EXPECT_EQ(parse_error(poked<uint32_t>(good, 4, 2)), "");  // version 2 has the same layout
 
@@ -465,8 +465,7 @@ TEST(GgufMalformed, Metadata) {
   expect_error(poked<uint64_t>(good, str, 1ull << 62),
                "metadata entry 14 key length 4611686018427387904 is larger than the");
   expect_error(poked<uint64_t>(good, str, 0), "metadata entry 14 key is empty");
-  expect_error(poked<uint32_t>(good, str + 13, 13),
-               "metadata key 't.str' value type 13 is unknown (expected 0 to 12)");
+  expect_error(poked<uint32_t>(good, str + 13, 13), "metadata key 't.str' value type 13 is unknown (expected 0 to 12)");
   expect_error(poked<uint32_t>(good, str + 13, 0xFFFFFFFF), "value type 4294967295 is unknown");
   expect_error(poked<uint64_t>(good, str + 17, 1ull << 40),
                "metadata key 't.str' length 1099511627776 is larger than the");
@@ -495,17 +494,14 @@ TEST(GgufMalformed, Metadata) {
 TEST(GgufMalformed, TensorInfos) {
   const std::vector<uint8_t> good = sample_file();
   const size_t q8 = string_pos(good, "q8") + 10;  // n_dims, dims, type, offset
-  expect_error(poked<uint32_t>(good, q8, 0),
-               "tensor 'q8' dimension count 0 is out of range (expected 1 to 4)");
-  expect_error(poked<uint32_t>(good, q8, 5),
-               "tensor 'q8' dimension count 5 is out of range (expected 1 to 4)");
+  expect_error(poked<uint32_t>(good, q8, 0), "tensor 'q8' dimension count 0 is out of range (expected 1 to 4)");
+  expect_error(poked<uint32_t>(good, q8, 5), "tensor 'q8' dimension count 5 is out of range (expected 1 to 4)");
   expect_error(poked<uint64_t>(good, q8 + 4, 0), "tensor 'q8' dimension 0 is 0 (expected at least 1)");
   expect_error(poked<uint64_t>(good, q8 + 4, 48),
                "tensor 'q8' dimension 0 (48) is not a multiple of the Q8_0 block size 32");
   for (uint32_t id : {4u, 31u, 40u, 1000u})
     expect_error(poked(good, q8 + 12, id), cat("tensor 'q8' type id ", id, " is unknown or retired"));
-  expect_error(poked<uint64_t>(good, q8 + 16, 8),
-               "tensor 'q8' offset 8 is not a multiple of the alignment 32");
+  expect_error(poked<uint64_t>(good, q8 + 16, 8), "tensor 'q8' offset 8 is not a multiple of the alignment 32");
   expect_error(poked<uint64_t>(good, q8 + 16, 1ull << 40),
                "tensor 'q8' offset 1099511627776 + 68 bytes lies past the end of the data section");
   expect_error(poked<uint64_t>(good, q8 + 16, ~0ull << 5), "lies past the end of the data section");
@@ -562,14 +558,16 @@ TEST(GgufMalformed, LongAndControlCharacterNames) {
 
 TEST(GgufMalformed, AlignmentKey) {
   for (uint32_t alignment : {64u, 4096u}) {
-    std::vector<uint8_t> b = written([](GgufWriter& w) {
-      w.add_tensor("a", GgmlType::F32, {3});
-      w.add_tensor("b", GgmlType::F32, {5});
-      w.begin_data();
-      const float x[5] = {1, 2, 3, 4, 5};
-      w.write_tensor_data("a", x, 12);
-      w.write_tensor_data("b", x, 20);
-    }, alignment);
+    std::vector<uint8_t> b = written(
+        [](GgufWriter& w) {
+          w.add_tensor("a", GgmlType::F32, {3});
+          w.add_tensor("b", GgmlType::F32, {5});
+          w.begin_data();
+          const float x[5] = {1, 2, 3, 4, 5};
+          w.write_tensor_data("a", x, 12);
+          w.write_tensor_data("b", x, 20);
+        },
+        alignment);
     GgufFile f = GgufFile::from_memory(b.data(), b.size(), "aligned.gguf");
     EXPECT_EQ(f.alignment(), alignment);
     EXPECT_EQ(f.data_offset() % alignment, 0u);
@@ -651,18 +649,28 @@ TEST(GgufWriter, RefusesWhatTheReaderWouldRefuse) {
     }
     return std::string("(no error)");
   };
-  EXPECT_EQ(error([](GgufWriter& w) { w.add_u8("k", 1); w.add_string("k", "x"); }),
+  EXPECT_EQ(error([](GgufWriter& w) {
+              w.add_u8("k", 1);
+              w.add_string("k", "x");
+            }),
             "GGUF writer: metadata 'k' added twice");
   EXPECT_EQ(error([](GgufWriter& w) { w.add_u8("", 1); }), "GGUF writer: empty metadata key");
-  EXPECT_EQ(error([](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {1}); w.add_tensor("t", GgmlType::F16, {2}); }),
+  EXPECT_EQ(error([](GgufWriter& w) {
+              w.add_tensor("t", GgmlType::F32, {1});
+              w.add_tensor("t", GgmlType::F16, {2});
+            }),
             "GGUF writer: tensor 't' added twice");
   EXPECT_EQ(error([](GgufWriter& w) { w.add_tensor(std::string(64, 'x'), GgmlType::F32, {1}); }),
             cat("GGUF writer: tensor '", std::string(64, 'x'), "' name is 64 bytes long (expected at most 63)"));
   EXPECT_EQ(error([](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {}); }),
             "GGUF writer: tensor 't' has 0 dimensions (expected 1 to 4)");
-  EXPECT_EQ(error([](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {4, 0}); }),
+  EXPECT_EQ(error([](GgufWriter& w) {
+              w.add_tensor("t", GgmlType::F32, {4, 0});
+            }),
             "GGUF writer: tensor 't' dimension 1 is 0");
-  EXPECT_EQ(error([](GgufWriter& w) { w.add_tensor("t", GgmlType::F64, {1ull << 32, 1ull << 30}); }),
+  EXPECT_EQ(error([](GgufWriter& w) {
+              w.add_tensor("t", GgmlType::F64, {1ull << 32, 1ull << 30});
+            }),
             "GGUF writer: tensor 't' size overflows 64 bits");
   EXPECT_EQ(error([](GgufWriter& w) { w.add_tensor("t", GgmlType::MXFP4, {48}); }),
             "GGUF writer: tensor 't' dimension 0 (48) is not a multiple of the MXFP4 block size 32");
@@ -684,7 +692,10 @@ TEST(GgufWriter, RefusesWhatTheReaderWouldRefuse) {
               w.write_tensor_data("a", x, 12);
             }),
             "GGUF writer: tensor 'a' gets more than its 8 bytes");
-  EXPECT_EQ(error([](GgufWriter& w) { w.begin_data(); w.add_u8("late", 1); }),
+  EXPECT_EQ(error([](GgufWriter& w) {
+              w.begin_data();
+              w.add_u8("late", 1);
+            }),
             "GGUF writer: metadata 'late' added after begin_data()");
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_THROW(GgufWriter(path, 24), Error);

@@ -20,8 +20,7 @@ std::vector<float> random_floats(int64_t n, uint32_t seed, float tiny_every = 0)
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = normal(rng) * (tiny_every > 0 && (i / 32) % 5 == 3 ? tiny_every : 1.0f);
+  for (int64_t i = 0; i < n; ++i) v[i] = normal(rng) * (tiny_every > 0 && (i / 32) % 5 == 3 ? tiny_every : 1.0f);
   return v;
 }
 
@@ -92,8 +91,7 @@ TEST(Kernels, QuantizerKeepsEachValueWithinHalfAStepOfItsScale) {
       for (int64_t b = cols / 32; b < a.d_stride(); ++b) {
         EXPECT_EQ(a.d[t * a.d_stride() + b], 0.0f);
         EXPECT_EQ(a.offset[t * a.d_stride() + b], 0.0f);
-        for (int j = 0; j < 32; ++j)
-          EXPECT_EQ(a.q[t * a.q_stride() + activation_position(b, j)], 0);
+        for (int j = 0; j < 32; ++j) EXPECT_EQ(a.q[t * a.q_stride() + activation_position(b, j)], 0);
       }
     }
   }
@@ -118,7 +116,7 @@ TEST(Kernels, ScalarKernelOnPackedRowsMatchesDequantizedArithmetic) {
       const Activations a = qa.view(x.data(), 0, tokens);
       std::vector<float> y(tokens * rows);
       (type == GgmlType::Q8_0 ? kScalarKernels.q8_0 : kScalarKernels.mxfp4)(w.data(), row_bytes(type, cols), rows, 0,
-                                                                           rows, a, y.data(), rows);
+                                                                            rows, a, y.data(), rows);
       std::vector<float> wf(cols);
       for (int t = 0; t < tokens; ++t) {
         const std::vector<float> xf = dequantized(a, t);
@@ -155,8 +153,7 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
         QuantizedActivations qa;
         qa.quantize(x.data(), tokens, cols);
         const Activations a = qa.view(x.data(), 0, tokens);
-        auto run = [&](const KernelSet& k, int64_t r0, int64_t r1, const Activations& in, float* y,
-                       int64_t stride) {
+        auto run = [&](const KernelSet& k, int64_t r0, int64_t r1, const Activations& in, float* y, int64_t stride) {
           (type == GgmlType::Q8_0 ? k.q8_0 : k.mxfp4)(w.data(), rb, rows, r0, r1, in, y, stride);
         };
         std::vector<float> want(tokens * rows), got(tokens * rows);
@@ -175,8 +172,8 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
               for (int64_t i = 0; i < cols; ++i) magnitude += std::fabs(double(wf[i]) * xf[i]);
               const float g = got[t * rows + r];
               EXPECT_NEAR(g, want[t * rows + r], 1e-5 * magnitude + 1e-30)
-                  << type_name(type) << " cols=" << cols << " " << rows << "x" << tokens << " row "
-                  << r << " token " << t << " isa=" << isa_name(isa);
+                  << type_name(type) << " cols=" << cols << " " << rows << "x" << tokens << " row " << r << " token "
+                  << t << " isa=" << isa_name(isa);
               float alone;
               run(k, r, r + 1, qa.view(x.data(), t, 1), &alone, 1);
               EXPECT_EQ(alone, g) << "row " << r << " token " << t << " alone, isa=" << isa_name(isa);

@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/kernels/layer_math.h"
 #include "engine/kernels/kernel_set.h"
+#include "engine/kernels/layer_math.h"
 #include "engine/step/kv_cache.h"
 
 namespace tps {
@@ -53,8 +53,8 @@ TEST(KvCache, AttentionIsThePlainLoopIsThePlainLoop) {
         cache.attend(kernel_set(isa), q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
         for (int i = 0; i < heads * hd; ++i) {
           if (isa == Isa::scalar)
-            ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd
-                                       << " dim " << i % hd;
+            ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd << " dim "
+                                       << i % hd;
           else
             ASSERT_NEAR(out[i], want[i], 2e-6f) << isa_name(isa) << " head_dim " << hd << " position " << pos
                                                 << " head " << i / hd << " dim " << i % hd;

@@ -38,14 +38,14 @@ TEST(LlamaParity, SmallModelNextTokenDistributions) {
     ids << "200006 17360 200008";
     for (int i = 0; i < 61; ++i) ids << ' ' << (i * 7919 + 13) % 199998;
   }
-  auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q score -m " + model + " --ids " +
-                               ids_path + " --top-logprobs 20 --json --yarn-truncate");
+  auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q score -m " + model + " --ids " + ids_path +
+                               " --top-logprobs 20 --json --yarn-truncate");
   ASSERT_EQ(tps.exit_code, 0) << tps.err;
-  auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR
-                                 "/llama_ref.mjs score " + model + " --ids " + ids_path +
-                                 " --top 5 --flash-attn off --kv-type f32");
+  auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR "/llama_ref.mjs score " + model +
+                                 " --ids " + ids_path + " --top 5 --flash-attn off --kv-type f32");
   ASSERT_EQ(llama.exit_code, 0) << "llama.cpp did not run (scripts/install-deps installs "
-                                   "node-llama-cpp):\n" << llama.err;
+                                   "node-llama-cpp):\n"
+                                << llama.err;
   auto a = nlohmann::json::parse(tps.out)["positions"];
   auto b = nlohmann::json::parse(llama.out)["positions"];
   ASSERT_EQ(a.size(), b.size());
@@ -72,8 +72,10 @@ TEST(LlamaParity, SmallModelNextTokenDistributions) {
   }
   std::sort(diffs.begin(), diffs.end());
   const double median = diffs[diffs.size() / 2], p90 = diffs[diffs.size() * 9 / 10];
-  std::printf("tps vs llama.cpp over %zu positions: top-1 agrees at %d, |d logprob| median %.2g, "
-              "p90 %.2g, max %.2g\n", diffs.size(), top1, median, p90, diffs.back());
+  std::printf(
+      "tps vs llama.cpp over %zu positions: top-1 agrees at %d, |d logprob| median %.2g, "
+      "p90 %.2g, max %.2g\n",
+      diffs.size(), top1, median, p90, diffs.back());
   EXPECT_LE(median, 0.03);
   EXPECT_LE(diffs.back(), 0.1);
 }

@@ -31,8 +31,7 @@ TEST(Machine, ThisHostIsConsistent) {
     EXPECT_GE(c.package, 0);
     EXPECT_FALSE(c.pus.empty());
   }
-  for (int pu : m.bound_pus)
-    EXPECT_TRUE(std::binary_search(m.available_pus.begin(), m.available_pus.end(), pu));
+  for (int pu : m.bound_pus) EXPECT_TRUE(std::binary_search(m.available_pus.begin(), m.available_pus.end(), pu));
   EXPECT_GT(m.total_memory(), 0u);
 }
 
@@ -74,8 +73,7 @@ TEST(Machine, BadDescriptionsNameTheInput) {
   expect_input_error([] { load_machine_synthetic("pack:two"); }, "pack:two");
   expect_input_error([] { load_machine_synthetic(""); }, "synthetic");
   expect_input_error([] { load_machine_xml("/no/such/file.xml"); }, "/no/such/file.xml");
-  expect_input_error([] { load_machine_xml(TPS_TEST_DATA "/not-a-topology.xml"); },
-                     "not-a-topology.xml");
+  expect_input_error([] { load_machine_xml(TPS_TEST_DATA "/not-a-topology.xml"); }, "not-a-topology.xml");
 }
 
 TEST(Machine, IndexLists) {

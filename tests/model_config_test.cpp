@@ -10,10 +10,10 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/gguf/gguf_writer.h"
-#include "engine/model/model_config.h"
-#include "engine/text/o200k_vocab.h"
 #include "engine/gguf/quant_blocks.h"
+#include "engine/model/model_config.h"
 #include "engine/model/synthetic_model.h"
+#include "engine/text/o200k_vocab.h"
 #include "runtime/error.h"
 #include "tests/temp_path.h"
 #include "tests/test_vocab.h"
@@ -46,8 +46,7 @@ TEST(ModelConfig, TinyRoundTrip) {
 
 // A tiny model with one thing changed, written through the same writer.
 std::string variant(const std::string& name, const std::function<void(GgufWriter&)>& meta,
-                    const std::string& skip_tensor, GgmlType router_type = GgmlType::F32,
-                    uint64_t q_rows = 0) {
+                    const std::string& skip_tensor, GgmlType router_type = GgmlType::F32, uint64_t q_rows = 0) {
   SyntheticSpec spec = synthetic_preset("tiny");
   ModelConfig c = spec.config;
   c.n_layer = 1;
@@ -58,7 +57,7 @@ std::string variant(const std::string& name, const std::function<void(GgufWriter
   std::vector<std::pair<std::string, uint64_t>> sizes;
   for (TensorSpec t : tensors) {
     if (t.name == skip_tensor) continue;
-    GgmlType type = t.role == TensorSpec::Role::vector ? GgmlType::F32
+    GgmlType type = t.role == TensorSpec::Role::vector   ? GgmlType::F32
                     : t.role == TensorSpec::Role::router ? router_type
                                                          : GgmlType::F32;
     if (q_rows && t.name == "blk.0.attn_q.weight") t.ne[1] = q_rows;
@@ -113,17 +112,16 @@ TEST(ModelConfig, RefusesWhatItCannotRun) {
     EXPECT_EQ(read_model_config(f).n_layer, 1u);
     std::filesystem::remove(ok);
   }
-  expect_refused(variant("llama.gguf", [](GgufWriter& w) { tiny_metadata(w, "llama"); }, ""),
+  expect_refused(variant(
+                     "llama.gguf", [](GgufWriter& w) { tiny_metadata(w, "llama"); }, ""),
                  "general.architecture is 'llama'");
   expect_refused(variant("missing.gguf", gpt_oss, "blk.0.attn_sinks.weight"),
                  "tensor 'blk.0.attn_sinks.weight' is missing");
   expect_refused(variant("shape.gguf", gpt_oss, "", GgmlType::F32, 96),
                  "tensor 'blk.0.attn_q.weight' has shape [64, 96], expected [64, 64]");
-  expect_refused(variant("type.gguf", gpt_oss, "", GgmlType::Q8_0),
-                 "tensor 'blk.0.ffn_gate_inp.weight' has type Q8_0");
-  expect_refused(variant("nokey.gguf", [](GgufWriter& w) {
-                   w.add_string("general.architecture", "gpt-oss");
-                 }, ""),
+  expect_refused(variant("type.gguf", gpt_oss, "", GgmlType::Q8_0), "tensor 'blk.0.ffn_gate_inp.weight' has type Q8_0");
+  expect_refused(variant(
+                     "nokey.gguf", [](GgufWriter& w) { w.add_string("general.architecture", "gpt-oss"); }, ""),
                  "gpt-oss.block_count");
 }
 

@@ -20,8 +20,7 @@ ModelShape shape_20b() {
   s.attention_bytes = 24ull * (2 * 12533760 + 2 * 1566720);
   s.expert_bytes = 24ull * 3 * 141004800;
   s.replicated_bytes = 24ull * (2 * 2880 * 4 + 368640);
-  for (int l = 0; l < 24; ++l)
-    s.layer_bytes[l] = (s.attention_bytes + s.expert_bytes + s.replicated_bytes) / 24;
+  for (int l = 0; l < 24; ++l) s.layer_bytes[l] = (s.attention_bytes + s.expert_bytes + s.replicated_bytes) / 24;
   return s;
 }
 
@@ -96,18 +95,15 @@ TEST(PlanSplit, SharesCoverEverythingOnce) {
   // Two ranks in tensor mode hold about half each, plus the embeddings each.
   std::vector<RankShare> two = plan_split(s, SplitMode::tensor, 2);
   const uint64_t half = (s.total() - s.input_bytes - s.replicated_bytes) / 2;
-  EXPECT_NEAR(double(two[0].bytes), double(half + s.input_bytes + s.replicated_bytes),
-              0.01 * double(half));
+  EXPECT_NEAR(double(two[0].bytes), double(half + s.input_bytes + s.replicated_bytes), 0.01 * double(half));
   EXPECT_EQ(plan_split(s, SplitMode::tensor, 90).back().ff.size(), 32);
   // Vocabulary rows go in chunks of kVocabGranule; the last chunk is short.
-  for (const RankShare& x : plan_split(s, SplitMode::tensor, 3))
-    EXPECT_EQ(x.vocab.begin % kVocabGranule, 0);
+  for (const RankShare& x : plan_split(s, SplitMode::tensor, 3)) EXPECT_EQ(x.vocab.begin % kVocabGranule, 0);
   // More ranks than experts or feature blocks: the extra ranks hold none of
   // them and say so.
   std::vector<RankShare> many = plan_split(s, SplitMode::experts, 33);
   EXPECT_EQ(many[0].experts.size(), 0);
-  EXPECT_EQ(idle_parts(many[0], SplitMode::experts),
-            (std::vector<std::string>{"attention heads", "experts"}));
+  EXPECT_EQ(idle_parts(many[0], SplitMode::experts), (std::vector<std::string>{"attention heads", "experts"}));
   EXPECT_EQ(plan_split(s, SplitMode::tensor, 91)[0].ff.size(), 0);
   EXPECT_THROW(plan_split(s, SplitMode::tensor, 0), InputError);
   // Layers mode: every head and expert of the rank's layers; the output head

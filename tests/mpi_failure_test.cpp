@@ -11,8 +11,8 @@ namespace {
 using testing::run_tool;
 
 testing::ToolResult run_probe(int ranks, int fail_rank, const std::string& mode) {
-  return run_tool(std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " +
-                  MPI_FAILURE_PROBE_PATH + " " + std::to_string(fail_rank) + " " + mode);
+  return run_tool(std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + MPI_FAILURE_PROBE_PATH + " " +
+                  std::to_string(fail_rank) + " " + mode);
 }
 
 constexpr double kPromptly = 15.0;  // seconds; a hang would hit the CTest timeout

@@ -22,7 +22,6 @@ int main(int argc, char** argv) {
   int local = RUN_ALL_TESTS();
   int worst = 0;
   MPI_Allreduce(&local, &worst, 1, MPI_INT, MPI_MAX, mpi.world());
-  if (mpi.rank() == 0 && worst != local)
-    std::fprintf(stderr, "a test failed on another rank (rank 0 passed)\n");
+  if (mpi.rank() == 0 && worst != local) std::fprintf(stderr, "a test failed on another rank (rank 0 passed)\n");
   return worst;
 }

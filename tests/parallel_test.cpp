@@ -18,12 +18,12 @@ namespace {
 using nlohmann::json;
 using testing::run_tool;
 
-const std::vector<std::string> kPrompts = {"The capital of France is", "def fib(n):",
-                                           "Once upon a time, in a land far away"};
+const std::vector<std::string> kPrompts = {"The capital of France is",
+                                           "def fib(n):", "Once upon a time, in a land far away"};
 
 json tpsrun(int ranks, const std::string& args) {
-  const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + TPSRUN_PATH +
-                          " -q -m " + TPS_TEST_MODELS + "/gpt-oss-tiny.gguf " + args + " --json";
+  const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + TPSRUN_PATH + " -q -m " +
+                          TPS_TEST_MODELS + "/gpt-oss-tiny.gguf " + args + " --json";
   auto r = run_tool(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
   return r.exit_code == 0 ? json::parse(r.out) : json();
@@ -43,8 +43,8 @@ TEST(Parallel, EachSequenceAsAlone) {
     ASSERT_FALSE(alone.back().is_null());
   }
   const std::string file = prompts_file();
-  for (const auto& [ranks, split] : std::vector<std::pair<int, std::string>>{
-           {1, "auto"}, {2, "tensor"}, {2, "experts"}, {2, "layers"}}) {
+  for (const auto& [ranks, split] :
+       std::vector<std::pair<int, std::string>>{{1, "auto"}, {2, "tensor"}, {2, "experts"}, {2, "layers"}}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks, " + split + " split");
     json got = tpsrun(ranks, "--prompts-file " + file + " --parallel 3 -n 12 --temp 0 --split " + split);
     ASSERT_FALSE(got.is_null());

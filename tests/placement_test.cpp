@@ -31,8 +31,7 @@ void expect_valid(const Machine& m, const PlacementPlan& plan, int ranks) {
         EXPECT_TRUE(p.shares_cores);
       }
     }
-    for (int pu : p.pus)
-      EXPECT_TRUE(std::binary_search(m.available_pus.begin(), m.available_pus.end(), pu));
+    for (int pu : p.pus) EXPECT_TRUE(std::binary_search(m.available_pus.begin(), m.available_pus.end(), pu));
     any_shared |= p.shares_cores;
   }
   for (int n : plan.memory_only_nodes)
@@ -96,8 +95,8 @@ TEST(Placement, SmtSiblingsAreNotCores) {
   Machine m = load_machine_synthetic("pack:2 numa:1 core:8 pu:2");
   PlacementPlan two = plan_placement(m, 2);
   expect_valid(m, two, 2);
-  EXPECT_EQ(two.ranks[0].threads, 8);          // one per core, not per PU
-  EXPECT_EQ(two.ranks[0].pus.size(), 16u);     // but bound to all its PUs
+  EXPECT_EQ(two.ranks[0].threads, 8);       // one per core, not per PU
+  EXPECT_EQ(two.ranks[0].pus.size(), 16u);  // but bound to all its PUs
   EXPECT_TRUE(plan_placement(m, 2, 16).warnings.empty());
   EXPECT_TRUE(has_warning(plan_placement(m, 2, 17), "oversubscribed"));
   // 32 ranks on 16 cores share cores even though there are 32 PUs.
@@ -165,8 +164,7 @@ Machine uneven_machine() {
   Machine m;
   m.source = "hand-built";
   m.packages = {Package{0, 0, {0}, {0, 1, 2, 3, 4, 5}}, Package{1, 1, {1}, {6, 7}}};
-  m.numa_nodes = {NumaNode{0, 0, 0, 1 << 30, {0, 1, 2, 3, 4, 5}},
-                  NumaNode{1, 1, 1, 1 << 30, {6, 7}}};
+  m.numa_nodes = {NumaNode{0, 0, 0, 1 << 30, {0, 1, 2, 3, 4, 5}}, NumaNode{1, 1, 1, 1 << 30, {6, 7}}};
   for (int c = 0; c < 8; ++c) {
     Core core;
     core.index = c;

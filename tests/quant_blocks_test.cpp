@@ -16,9 +16,9 @@ namespace {
 TEST(QuantBlocks, HalfConversions) {
   EXPECT_EQ(fp16_to_fp32(0x3C00), 1.0f);
   EXPECT_EQ(fp16_to_fp32(0xC000), -2.0f);
-  EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));  // smallest denormal
+  EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));     // smallest denormal
   EXPECT_EQ(fp16_to_fp32(0x03FF), std::ldexp(1023.0f, -24));  // largest denormal
-  EXPECT_EQ(fp16_to_fp32(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(fp16_to_fp32(0x0400), std::ldexp(1.0f, -14));     // smallest normal
   EXPECT_EQ(fp16_to_fp32(0x7BFF), 65504.0f);
   EXPECT_TRUE(std::signbit(fp16_to_fp32(0x8000)));
   EXPECT_EQ(fp16_to_fp32(0x7C00), INFINITY);
@@ -34,10 +34,10 @@ TEST(QuantBlocks, HalfConversions) {
   EXPECT_EQ(fp32_to_fp16(-INFINITY), 0xFC00);
   EXPECT_EQ(fp32_to_fp16(NAN) & 0x7E00, 0x7E00);
   EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -24)), 0x0001);
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even (0)
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(3.0f, -25)), 0x0002);  // tie to even (2)
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -26)), 0x0000);  // underflows
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(2047.0f, -25)), 0x0400);  // rounds up into the normals
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);         // tie to even (0)
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(3.0f, -25)), 0x0002);         // tie to even (2)
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -26)), 0x0000);         // underflows
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(2047.0f, -25)), 0x0400);      // rounds up into the normals
   EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie to even
   EXPECT_EQ(fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
   // Every half round-trips through float.
@@ -55,7 +55,7 @@ TEST(QuantBlocks, BfloatConversions) {
   EXPECT_EQ(bf16_to_fp32(0xFF80), -INFINITY);
   EXPECT_TRUE(std::isnan(bf16_to_fp32(0x7FC0)));
   EXPECT_EQ(fp32_to_bf16(1.0f), 0x3F80);
-  EXPECT_EQ(fp32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);  // tie to even (down)
+  EXPECT_EQ(fp32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);      // tie to even (down)
   EXPECT_EQ(fp32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3F82);  // tie to even (up)
   EXPECT_EQ(fp32_to_bf16(std::ldexp(1.0f, -133)), 0x0001);
   EXPECT_EQ(fp32_to_bf16(3.4028235e38f), 0x7F80);  // rounds to infinity
@@ -73,11 +73,9 @@ TEST(QuantBlocks, DequantizePlainRows) {
   const uint16_t f16[4] = {0x3C00, 0xC000, 0x0001, 0x7C00}, bf16[4] = {0x3F80, 0xC000, 0x0001, 0xFF80};
   float out[4];
   dequantize_row(GgmlType::F16, reinterpret_cast<const uint8_t*>(f16), out, 4);
-  EXPECT_EQ(std::vector<float>(out, out + 4),
-            (std::vector<float>{1, -2, std::ldexp(1.0f, -24), INFINITY}));
+  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{1, -2, std::ldexp(1.0f, -24), INFINITY}));
   dequantize_row(GgmlType::BF16, reinterpret_cast<const uint8_t*>(bf16), out, 4);
-  EXPECT_EQ(std::vector<float>(out, out + 4),
-            (std::vector<float>{1, -2, std::ldexp(1.0f, -133), -INFINITY}));
+  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{1, -2, std::ldexp(1.0f, -133), -INFINITY}));
   const float f32[4] = {0.5f, -7, 1e-40f, 3};
   dequantize_row(GgmlType::F32, reinterpret_cast<const uint8_t*>(f32), out, 4);
   EXPECT_EQ(std::vector<float>(out, out + 4), std::vector<float>(f32, f32 + 4));
@@ -124,11 +122,11 @@ TEST(QuantBlocks, Q8_0) {
 
 TEST(QuantBlocks, Q4_0) {
   BlockQ4_0 b{};
-  b.d = 0x4000;  // 2
+  b.d = 0x4000;                      // 2
   for (uint8_t& v : b.qs) v = 0x88;  // both nibbles 8: zero
-  b.qs[0] = 0x0F;   // element 0: 15 - 8 = 7, element 16: 0 - 8
-  b.qs[3] = 0x98;   // element 3: 0, element 19: 1
-  b.qs[15] = 0x71;  // element 15: -7, element 31: -1
+  b.qs[0] = 0x0F;                    // element 0: 15 - 8 = 7, element 16: 0 - 8
+  b.qs[3] = 0x98;                    // element 3: 0, element 19: 1
+  b.qs[15] = 0x71;                   // element 15: -7, element 31: -1
   float out[32];
   dequantize_row(GgmlType::Q4_0, reinterpret_cast<const uint8_t*>(&b), out, 32);
   EXPECT_EQ(out[0], 14.0f);

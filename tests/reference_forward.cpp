@@ -12,8 +12,7 @@ namespace {
 std::vector<float> dequantize(const TensorView& t, uint64_t first_row, uint64_t rows) {
   std::vector<float> out(rows * t.ne[0]);
   for (uint64_t r = 0; r < rows; ++r)
-    dequantize_row(t.type, t.data + (first_row + r) * t.row_bytes, out.data() + r * t.ne[0],
-                   t.ne[0]);
+    dequantize_row(t.type, t.data + (first_row + r) * t.row_bytes, out.data() + r * t.ne[0], t.ne[0]);
   return out;
 }
 
@@ -53,8 +52,7 @@ std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<floa
 
 }  // namespace
 
-ReferenceModel::Matrix ReferenceModel::matrix(const GgufFile& f, const std::string& name,
-                                              int expert) const {
+ReferenceModel::Matrix ReferenceModel::matrix(const GgufFile& f, const std::string& name, int expert) const {
   const TensorView& t = f.tensor(name);
   Matrix m;
   m.cols = static_cast<int>(t.ne[0]);
@@ -97,17 +95,14 @@ ReferenceModel::ReferenceModel(const GgufFile& f, bool yarn_truncate, bool q8_in
   }
 }
 
-std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_t>& tokens,
-                                                        bool last_only) const {
+std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_t>& tokens, bool last_only) const {
   const int T = static_cast<int>(tokens.size()), d = c_.n_embd, hd = c_.head_dim;
   const int n_head = c_.n_head, n_kv = c_.n_head_kv, group = n_head / n_kv;
 
   // YaRN RoPE (spec §2.4), written out again here on purpose.
   const int half = hd / 2;
   const double ln_base = std::log(static_cast<double>(c_.rope_base));
-  auto corr = [&](double beta) {
-    return hd * std::log(c_.rope_orig_ctx / (2 * M_PI * beta)) / (2 * ln_base);
-  };
+  auto corr = [&](double beta) { return hd * std::log(c_.rope_orig_ctx / (2 * M_PI * beta)) / (2 * ln_base); };
   double low = corr(c_.yarn_beta_fast), high = corr(c_.yarn_beta_slow);
   if (truncate_) low = std::floor(low), high = std::ceil(high);
   low = std::max(low, 0.0), high = std::min(high, hd - 1.0);

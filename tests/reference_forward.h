@@ -23,8 +23,7 @@ class ReferenceModel {
 
   // Logits after every position of tokens (teacher forcing): [T][n_vocab],
   // or only after the last one ([1][n_vocab]) when last_only.
-  std::vector<std::vector<float>> forward(const std::vector<int32_t>& tokens,
-                                          bool last_only = false) const;
+  std::vector<std::vector<float>> forward(const std::vector<int32_t>& tokens, bool last_only = false) const;
 
   const ModelConfig& config() const { return c_; }
 

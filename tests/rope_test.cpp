@@ -28,9 +28,10 @@ TEST(Rope, YarnFrequenciesMatchTheSpecTable) {
   EXPECT_NEAR(openai.inv_freq[8], 0.05081327482, 1e-11);
   EXPECT_NEAR(openai.inv_freq[18], 3.830881237e-05, 1e-14);
   EXPECT_NEAR(openai.inv_freq[31], 3.023511428e-07, 1e-16);
-  const std::map<int, std::pair<double, double>> ramp = {
-      {9, {3.170569618e-02, 3.162075228e-02}},  {12, {6.794959490e-03, 7.015713911e-03}},
-      {15, {1.052602101e-03, 1.206130969e-03}}, {17, {1.293187012e-04, 2.279477958e-04}}};
+  const std::map<int, std::pair<double, double>> ramp = {{9, {3.170569618e-02, 3.162075228e-02}},
+                                                         {12, {6.794959490e-03, 7.015713911e-03}},
+                                                         {15, {1.052602101e-03, 1.206130969e-03}},
+                                                         {17, {1.293187012e-04, 2.279477958e-04}}};
   for (auto [i, want] : ramp) {
     EXPECT_NEAR(openai.inv_freq[i], want.first, want.first * 1e-8) << i;
     EXPECT_NEAR(ggml.inv_freq[i], want.second, want.second * 1e-8) << i;

@@ -83,9 +83,8 @@ TEST(SplitSampler, SameTokensAsOneRankFromTheSameLogits) {
                               SamplerParams{0.8f, 40, 1.0f, 0.0f, 3}, SamplerParams{1.0f, 0, 0.9f, 0.0f, 4},
                               SamplerParams{1.0f, 0, 0.3f, 0.0f, 5}, SamplerParams{1.0f, 0, 1.0f, 0.2f, 6},
                               SamplerParams{0.5f, 300, 0.95f, 0.05f, 7}}) {
-        SCOPED_TRACE(::testing::Message() << "vocab " << vocab << " kind " << kind << " temp "
-                                        << p.temperature << " top-k " << p.top_k << " top-p "
-                                        << p.top_p << " min-p " << p.min_p);
+        SCOPED_TRACE(::testing::Message() << "vocab " << vocab << " kind " << kind << " temp " << p.temperature
+                                          << " top-k " << p.top_k << " top-p " << p.top_p << " min-p " << p.min_p);
         Sampler together(p), alone(p);
         const int draws = vocab > 10000 ? 3 : 20;  // the large vocabulary sorts slowly
         for (int draw = 0; draw < draws; ++draw) ASSERT_EQ(together.sample(split), alone.sample(all));

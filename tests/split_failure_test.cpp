@@ -4,7 +4,6 @@
 // for it in an exchange. Each rank here is started by mpirun's MPMD form
 // (`A : B`), so one rank can be given different input from the other.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -20,9 +19,7 @@ using testing::run_tool;
 
 constexpr double kPromptly = 15.0;  // seconds; a hang would hit the CTest timeout
 
-std::string model(const std::string& preset) {
-  return std::string(TPS_TEST_MODELS) + "/gpt-oss-" + preset + ".gguf";
-}
+std::string model(const std::string& preset) { return std::string(TPS_TEST_MODELS) + "/gpt-oss-" + preset + ".gguf"; }
 
 // Two ranks: rank 0 runs `good`, rank 1 runs `bad` (both tpsrun argument
 // lists, or a shell command for rank 1 when bad starts with "sh ").
@@ -88,8 +85,7 @@ TEST(SplitFailure, KilledRankDuringGeneration) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
-  auto r = run_pair(args, "sh -c 'echo $$ > " + pid_file + "; exec " + std::string(TPSRUN_PATH) +
-                              args + "'");
+  auto r = run_pair(args, "sh -c 'echo $$ > " + pid_file + "; exec " + std::string(TPSRUN_PATH) + args + "'");
   killer.join();
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;

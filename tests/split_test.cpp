@@ -28,11 +28,10 @@ const char* kPrompt =
     "def f(x): return x * 2";
 
 // tpsrun under mpirun; mpirun_args go to mpirun, args to tpsrun.
-json generate(const std::string& preset, int ranks, const std::string& mpirun_args,
-              const std::string& args) {
-  const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " +
-                          mpirun_args + " " + TPSRUN_PATH + " -m " + TPS_TEST_MODELS +
-                          "/gpt-oss-" + preset + ".gguf -p '" + kPrompt + "' " + args + " --json";
+json generate(const std::string& preset, int ranks, const std::string& mpirun_args, const std::string& args) {
+  const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + mpirun_args + " " +
+                          TPSRUN_PATH + " -m " + TPS_TEST_MODELS + "/gpt-oss-" + preset + ".gguf -p '" + kPrompt +
+                          "' " + args + " --json";
   auto r = run_tool(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
   return r.exit_code == 0 ? json::parse(r.out) : json();
@@ -70,11 +69,9 @@ TEST_P(Split, SameTokensAsOneRank) {
   // the sums through MPI messages (as between hosts).
   for (const std::string transport : {"shm", "tcp"}) {
     for (int ranks = 2; ranks <= 4; ++ranks) {
-      SCOPED_TRACE(c.preset + ", " + c.mode + " split, " + transport + ", " +
-                   std::to_string(ranks) + " ranks");
-      json got = transport == "shm"
-                     ? generate(c.preset, ranks, "", greedy + " --exchange shm")
-                     : generate(c.preset, ranks, "--mca btl self,tcp", greedy + " --exchange mpi");
+      SCOPED_TRACE(c.preset + ", " + c.mode + " split, " + transport + ", " + std::to_string(ranks) + " ranks");
+      json got = transport == "shm" ? generate(c.preset, ranks, "", greedy + " --exchange shm")
+                                    : generate(c.preset, ranks, "--mca btl self,tcp", greedy + " --exchange mpi");
       if (got.is_null()) continue;
       EXPECT_EQ(got["split"], c.mode);
       EXPECT_EQ(got["ranks"], ranks);
@@ -87,11 +84,10 @@ TEST_P(Split, SameTokensAsOneRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, Split,
-    ::testing::Values(Case{"tiny", "tensor"}, Case{"tiny", "experts"}, Case{"tiny", "layers"},
-                      Case{"small", "tensor"}, Case{"small", "experts"}, Case{"small", "layers"}),
-    [](const auto& info) { return info.param.preset + "_" + info.param.mode; });
+INSTANTIATE_TEST_SUITE_P(Modes, Split,
+                         ::testing::Values(Case{"tiny", "tensor"}, Case{"tiny", "experts"}, Case{"tiny", "layers"},
+                                           Case{"small", "tensor"}, Case{"small", "experts"}, Case{"small", "layers"}),
+                         [](const auto& info) { return info.param.preset + "_" + info.param.mode; });
 
 // Sampling with a seed draws the same tokens from the same logits whatever
 // the rank count. A pipeline computes every layer on one rank, so its logits

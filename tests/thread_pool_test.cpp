@@ -88,8 +88,8 @@ TEST(ThreadPool, ParallelSumMatches) {
 TEST(ThreadPool, WorkerExceptionReachesTheCaller) {
   ThreadPool pool(2);
   EXPECT_THROW(pool.run([](int t, int) {
-                 if (t == 1) throw std::runtime_error("worker failed");
-               }),
+    if (t == 1) throw std::runtime_error("worker failed");
+  }),
                std::runtime_error);
   int ran = 0;
   pool.run([&](int t, int) { ran += t == 0; });  // the pool still works

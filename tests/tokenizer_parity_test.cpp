@@ -38,13 +38,11 @@ const Reference& reference() {
   static const Reference r = [] {
     Reference r;
     const std::string corpus = std::string(TPS_TEST_DATA) + "/tokenizer_corpus.json";
-    testing::ToolResult run = testing::run_tool(cat(NODE_EXECUTABLE, " ", TPS_REFERENCE_DIR,
-                                                    "/tiktoken_encode.mjs ", corpus, " ",
-                                                    kRandomTexts, " ", kSeed));
+    testing::ToolResult run = testing::run_tool(
+        cat(NODE_EXECUTABLE, " ", TPS_REFERENCE_DIR, "/tiktoken_encode.mjs ", corpus, " ", kRandomTexts, " ", kSeed));
     if (run.exit_code != 0) {
       r.error = cat("the reference tokenizer did not run (exit code ", run.exit_code,
-                    "; run scripts/install-deps to install Node and the npm package tiktoken):\n",
-                    run.err);
+                    "; run scripts/install-deps to install Node and the npm package tiktoken):\n", run.err);
       return r;
     }
     std::ifstream in(corpus);
@@ -112,10 +110,9 @@ std::string difference(const Ids& got, const Ids& want) {
   if (i == got.size() && i == want.size()) return "";
   const size_t from = i < 3 ? 0 : i - 3;
   const std::string before = tok().decode(Ids(want.begin(), want.begin() + i));
-  return cat("first difference at token ", i, " (byte ", before.size(), "; tps has ", got.size(),
-             " tokens, tiktoken ", want.size(), ")\n  text before: '",
-             shown(before.substr(before.size() > 60 ? before.size() - 60 : 0)), "'\n  tps:      ",
-             listed(got, from, i + 5), "\n  tiktoken: ", listed(want, from, i + 5));
+  return cat("first difference at token ", i, " (byte ", before.size(), "; tps has ", got.size(), " tokens, tiktoken ",
+             want.size(), ")\n  text before: '", shown(before.substr(before.size() > 60 ? before.size() - 60 : 0)),
+             "'\n  tps:      ", listed(got, from, i + 5), "\n  tiktoken: ", listed(want, from, i + 5));
 }
 
 TEST(TokenizerParity, EachDocument) {
@@ -125,13 +122,11 @@ TEST(TokenizerParity, EachDocument) {
   size_t compared = 0, bytes = 0;
   for (size_t i = 0; i < r.documents.size(); ++i) {
     const std::string d = difference(tok().encode(r.documents[i]), r.document_ids[i]);
-    if (!d.empty())
-      ADD_FAILURE() << "document " << i << " '" << shown(r.documents[i].substr(0, 80)) << "': " << d;
+    if (!d.empty()) ADD_FAILURE() << "document " << i << " '" << shown(r.documents[i].substr(0, 80)) << "': " << d;
     compared += r.document_ids[i].size();
     bytes += r.documents[i].size();
   }
-  std::printf("compared %zu token ids over %zu documents (%zu bytes)\n", compared,
-              r.documents.size(), bytes);
+  std::printf("compared %zu token ids over %zu documents (%zu bytes)\n", compared, r.documents.size(), bytes);
 }
 
 TEST(TokenizerParity, WholeCorpusAsOneText) {
@@ -152,8 +147,7 @@ TEST(TokenizerParity, RandomMixturesOfTrickyCharacters) {
   for (size_t i = 0; i < r.random_texts.size() && failures < 10; ++i) {
     const std::string d = difference(tok().encode(r.random_texts[i]), r.random_ids[i]);
     if (!d.empty())
-      ADD_FAILURE() << "random text " << i << " (seed " << kSeed << ") '" << shown(r.random_texts[i])
-                    << "': " << d;
+      ADD_FAILURE() << "random text " << i << " (seed " << kSeed << ") '" << shown(r.random_texts[i]) << "': " << d;
     failures += !d.empty();
     compared += r.random_ids[i].size();
   }

@@ -48,8 +48,7 @@ Ids tiktoken_bpe(const std::string& piece) {
     int32_t best_rank = 0;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
       auto it = rank.find(parts[i] + parts[i + 1]);
-      if (it != rank.end() && (best == parts.size() || it->second < best_rank))
-        best = i, best_rank = it->second;
+      if (it != rank.end() && (best == parts.size() || it->second < best_rank)) best = i, best_rank = it->second;
     }
     if (best == parts.size()) break;
     parts[best] += parts[best + 1];
@@ -72,11 +71,16 @@ bool valid_utf8(const std::string& s) {
     const auto c = static_cast<unsigned char>(s[i]);
     uint32_t cp;
     size_t n;
-    if (c < 0x80) cp = c, n = 1;
-    else if ((c & 0xE0) == 0xC0) cp = c & 0x1F, n = 2;
-    else if ((c & 0xF0) == 0xE0) cp = c & 0x0F, n = 3;
-    else if ((c & 0xF8) == 0xF0) cp = c & 0x07, n = 4;
-    else return false;
+    if (c < 0x80)
+      cp = c, n = 1;
+    else if ((c & 0xE0) == 0xC0)
+      cp = c & 0x1F, n = 2;
+    else if ((c & 0xF0) == 0xE0)
+      cp = c & 0x0F, n = 3;
+    else if ((c & 0xF8) == 0xF0)
+      cp = c & 0x07, n = 4;
+    else
+      return false;
     if (i + n > s.size()) return false;
     for (size_t k = 1; k < n; ++k) {
       const auto d = static_cast<unsigned char>(s[i + k]);
@@ -98,14 +102,14 @@ TEST(Vocab, MatchesTheReleasedFile) {
   ASSERT_EQ(v.token_types.size(), 201088u);
   EXPECT_EQ(v.merges.size(), 446189u);  // spec §5.3: the released file's count
   EXPECT_EQ(v.tokens[0], "!");
-  EXPECT_EQ(v.tokens[220], "\xC4\xA0");              // " " as 'Ġ'
-  EXPECT_EQ(v.tokens[198], "\xC4\x8A");              // "\n" as 'Ċ'
-  EXPECT_EQ(v.merges[0], "\xC4\xA0 \xC4\xA0");       // "Ġ Ġ", as in the released file
+  EXPECT_EQ(v.tokens[220], "\xC4\xA0");         // " " as 'Ġ'
+  EXPECT_EQ(v.tokens[198], "\xC4\x8A");         // "\n" as 'Ċ'
+  EXPECT_EQ(v.merges[0], "\xC4\xA0 \xC4\xA0");  // "Ġ Ġ", as in the released file
   EXPECT_EQ(v.tokens[199998], "<|startoftext|>");
   EXPECT_EQ(v.tokens[200000], "<|reserved_200000|>");
   EXPECT_EQ(v.tokens[200006], "<|start|>");
   EXPECT_EQ(v.tokens[200012], "<|call|>");
-  EXPECT_EQ(v.tokens[200018], "<|endofprompt|>");    // o200k_base's, kept by the HF tokenizer
+  EXPECT_EQ(v.tokens[200018], "<|endofprompt|>");  // o200k_base's, kept by the HF tokenizer
   EXPECT_EQ(v.tokens[201087], "<|reserved_201087|>");
   for (uint32_t id = 0; id < 201088; ++id) {
     ASSERT_EQ(v.token_types[id], id < 199998 ? 1 : 3) << "token " << id;
@@ -176,10 +180,9 @@ TEST(Tokenizer, HarmonyCompletionWithSpecials) {
   const std::string text =
       "<|channel|>analysis<|message|>User asks: \"What is 2 + 2?\" Simple arithmetic. Provide "
       "answer.<|end|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>";
-  Ids want{200005, 35644, 200008, 1844, 31064, 25,     392,    4827,   382,    220,   17,   659,
-           220,    17,    16842,  12295, 81645, 13,     51441,  6052,   13,     200007, 200006,
-           173781, 200005, 17196, 200008, 17,   659,    220,    17,     314,    220,    19,   13,
-           200002};
+  Ids want{200005, 35644, 200008, 1844,  31064, 25,  392,   4827, 382, 220,    17,     659,
+           220,    17,    16842,  12295, 81645, 13,  51441, 6052, 13,  200007, 200006, 173781,
+           200005, 17196, 200008, 17,    659,   220, 17,    314,  220, 19,     13,     200002};
   EXPECT_EQ(tok().encode(text, true), want);
   EXPECT_EQ(tok().decode(want), text);
 }
@@ -217,8 +220,7 @@ TEST(Tokenizer, SpecialsMatchLiterallyLongestFirst) {
   tokens.push_back("@@"), types.push_back(4);
   Tokenizer t = make_tokenizer(tokens, types, {});
   const int32_t a = 256, ab = 257, x = 258, at = 259;
-  EXPECT_EQ(t.encode("1<a><b>2<a>3[x]@@<a><a><b", true),
-            (Ids{'1', ab, '2', a, '3', x, at, a, a, '<', 'b'}));
+  EXPECT_EQ(t.encode("1<a><b>2<a>3[x]@@<a><a><b", true), (Ids{'1', ab, '2', a, '3', x, at, a, a, '<', 'b'}));
   EXPECT_EQ(t.encode("<a>", false), (Ids{'<', 'a', '>'}));
   EXPECT_EQ(t.decode(Ids{ab, '!', at}), "<a><b>!@@");
 }
@@ -243,7 +245,9 @@ TEST(Tokenizer, MergesFollowTiktokensRanks) {
       case 0: piece = " " + pick("abcdefghijklmnopqrstuvwxyz", n); break;
       case 1: piece = pick("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 1) + pick("etaoinshrdlu", n); break;
       case 2: piece = " " + pick("ABCDEFGHIJKLMNOPQRSTUVWXYZ", n); break;
-      case 3: for (size_t k = 0; k < n; ++k) piece += cjk[rng() % cjk.size()]; break;
+      case 3:
+        for (size_t k = 0; k < n; ++k) piece += cjk[rng() % cjk.size()];
+        break;
       default: piece = " " + pick("!#$%&()*+,-.:;<=>?@[]^_{|}~", n); break;
     }
     Ids want = tiktoken_bpe(piece);
@@ -265,9 +269,8 @@ TEST(Tokenizer, ATokensRankIsItsFirstMerge) {
 }
 
 TEST(Tokenizer, LongInputs) {
-  for (const std::string& s : {std::string(100000, ' '), std::string(100000, 'a'),
-                               std::string(50000, '\n') + "x", std::string(30000, '7'),
-                               "x" + std::string(40000, '!') + "\r\n"}) {
+  for (const std::string& s : {std::string(100000, ' '), std::string(100000, 'a'), std::string(50000, '\n') + "x",
+                               std::string(30000, '7'), "x" + std::string(40000, '!') + "\r\n"}) {
     Ids ids = tok().encode(s);
     EXPECT_EQ(tok().decode(ids), s);
     EXPECT_LT(ids.size(), s.size() / 2) << "'" << s.substr(0, 1) << "' x " << s.size();
@@ -299,13 +302,15 @@ TEST(Tokenizer, RoundTripsEveryByteString) {
 // started there.
 TEST(Tokenizer, InvalidUtf8IsAPieceOfItsOwn) {
   const std::vector<std::string> before = {"", "hello", "hello ", "x  ", "it", "12", "é", "\n"};
-  const std::vector<std::string> invalid = {
-      "\xff",           "\x80",     "\xfe\xff\x80", "\xc3",  // truncated é
-      "\xe6\x9d",                                            // truncated 杀
-      "\xf0\x9f\xa4",                                        // truncated 🤖
-      "\xc0\x80",                                            // overlong NUL
-      "\xed\xa0\x80",                                        // a surrogate
-      "\xf4\x90\x80\x80"};                                   // past U+10FFFF
+  const std::vector<std::string> invalid = {"\xff",
+                                            "\x80",
+                                            "\xfe\xff\x80",
+                                            "\xc3",               // truncated é
+                                            "\xe6\x9d",           // truncated 杀
+                                            "\xf0\x9f\xa4",       // truncated 🤖
+                                            "\xc0\x80",           // overlong NUL
+                                            "\xed\xa0\x80",       // a surrogate
+                                            "\xf4\x90\x80\x80"};  // past U+10FFFF
   const std::vector<std::string> after = {"", "world", " world", "  y", "'s", "345", "\u0301a", "\r\n"};
   for (const std::string& a : before)
     for (const std::string& bad : invalid)
@@ -343,14 +348,11 @@ TEST(Tokenizer, RejectsWhatIsNotByteLevelBpe) {
   };
   std::vector<std::string> spm = bytes;
   spm.push_back("\xE2\x96\x81the");  // SentencePiece's "▁the"
-  EXPECT_NE(error([&] { make_tokenizer(spm, {}, {}); }).find("tokenizer.ggml.tokens[256]"),
-            std::string::npos);
+  EXPECT_NE(error([&] { make_tokenizer(spm, {}, {}); }).find("tokenizer.ggml.tokens[256]"), std::string::npos);
   std::vector<std::string> missing(bytes.begin() + 1, bytes.end());
   EXPECT_NE(error([&] { make_tokenizer(missing, {}, {}); }).find("byte 0"), std::string::npos);
-  EXPECT_NE(error([&] { make_tokenizer(bytes, {1, 1}, {}); }).find("2 token types for 256"),
-            std::string::npos);
-  EXPECT_NE(error([&] { make_tokenizer(bytes, {}, {"ab"}); }).find("tokenizer.ggml.merges[0]"),
-            std::string::npos);
+  EXPECT_NE(error([&] { make_tokenizer(bytes, {1, 1}, {}); }).find("2 token types for 256"), std::string::npos);
+  EXPECT_NE(error([&] { make_tokenizer(bytes, {}, {"ab"}); }).find("tokenizer.ggml.merges[0]"), std::string::npos);
 }
 
 // --- streaming text ---
@@ -367,7 +369,8 @@ TEST(Utf8Stream, HoldsSplitCharactersBack) {
 }
 
 TEST(Utf8Stream, ShowsEveryTextExactlyWhateverTheSplit) {
-  const std::string text = "naïve 東京 हिन्दी 👨‍👩‍👧 🇺🇸 العربية Z͓͑͒algo ∑∞";
+  const std::string text =
+      "naïve 東京 हिन्दी 👨‍👩‍👧 🇺🇸 العربية Z͓͑͒algo ∑∞";
   for (bool by_token : {true, false}) {
     Utf8Stream s;
     std::string out;
@@ -396,11 +399,11 @@ TEST(Utf8Stream, InvalidBytesBecomeReplacementCharacters) {
     return out + s.flush();
   };
   EXPECT_EQ(show({"a\xff", "b"}), "a" + R + "b");
-  EXPECT_EQ(show({"\xe6\x9d", "x"}), R + "x");                 // a cut-off character, then ASCII
-  EXPECT_EQ(show({"ab\xe6\x9d"}), "ab" + R);                    // cut off at the end
-  EXPECT_EQ(show({"\xed\xa0\x80"}), R + R + R);                 // a surrogate: three bad bytes
-  EXPECT_EQ(show({"\xc0\x80"}), R + R);                         // overlong
-  EXPECT_EQ(show({"\xf4\x90\x80\x80"}), R + R + R + R);         // past U+10FFFF
+  EXPECT_EQ(show({"\xe6\x9d", "x"}), R + "x");                    // a cut-off character, then ASCII
+  EXPECT_EQ(show({"ab\xe6\x9d"}), "ab" + R);                      // cut off at the end
+  EXPECT_EQ(show({"\xed\xa0\x80"}), R + R + R);                   // a surrogate: three bad bytes
+  EXPECT_EQ(show({"\xc0\x80"}), R + R);                           // overlong
+  EXPECT_EQ(show({"\xf4\x90\x80\x80"}), R + R + R + R);           // past U+10FFFF
   EXPECT_EQ(show({"\xf0\x9f", "\xa4", "\x96\x80"}), "🤖" + R);  // a stray continuation byte
   std::mt19937 rng(3);
   for (int i = 0; i < 2000; ++i) {

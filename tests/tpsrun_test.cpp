@@ -26,8 +26,7 @@ TEST(Tpsrun, GeneratesWithJsonStats) {
   EXPECT_GT(j["peak_rss_mib"].get<double>(), 0);
   ASSERT_EQ(j["logprobs"].size(), j["generated_ids"].size());
   // Greedy: each generated token is the most likely one.
-  for (size_t i = 0; i < j["logprobs"].size(); ++i)
-    EXPECT_EQ(j["logprobs"][i]["id"], j["logprobs"][i]["top"][0][0]);
+  for (size_t i = 0; i < j["logprobs"].size(); ++i) EXPECT_EQ(j["logprobs"][i]["id"], j["logprobs"][i]["top"][0][0]);
 }
 
 TEST(Tpsrun, SameSeedSameText) {
@@ -68,8 +67,7 @@ TEST(Tpsrun, BadInputIsAClearError) {
   expect_bad_input("-p x --top-k -3", "--top-k -3");
   expect_bad_input("", "give a prompt with -p PROMPT");
   expect_bad_input("-p ''", "the prompt is empty");
-  expect_bad_input("-p 'one two three four five six seven eight' --ctx 4",
-                   "longer than the context of 4");
+  expect_bad_input("-p 'one two three four five six seven eight' --ctx 4", "longer than the context of 4");
   auto r = run_tool(std::string(TPSRUN_PATH) + " -m /no/such.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/such.gguf: cannot open"), std::string::npos) << r.err;

@@ -26,24 +26,20 @@ void expect_json_matches(const std::string& args, const std::string& golden_name
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json got = json::parse(r.out);
   json want = golden(golden_name);
-  EXPECT_EQ(got, want) << "tpstopo " << args << " differs from " << golden_name
-                       << "; got:\n" << got.dump(2);
+  EXPECT_EQ(got, want) << "tpstopo " << args << " differs from " << golden_name << "; got:\n" << got.dump(2);
 }
 
 TEST(Tpstopo, TwoSocketSyntheticJson) {
-  expect_json_matches("--synthetic 'pack:2 numa:1 l3:1 core:4 pu:2' --ranks 2 --json",
-                      "tpstopo-2pkg.json");
+  expect_json_matches("--synthetic 'pack:2 numa:1 l3:1 core:4 pu:2' --ranks 2 --json", "tpstopo-2pkg.json");
 }
 
 TEST(Tpstopo, FourSocketSyntheticJson) {
-  expect_json_matches("--synthetic 'pack:4 numa:2 core:4 pu:1' --ranks 4 --json",
-                      "tpstopo-4pkg.json");
+  expect_json_matches("--synthetic 'pack:4 numa:2 core:4 pu:1' --ranks 4 --json", "tpstopo-4pkg.json");
 }
 
 TEST(Tpstopo, AsymmetricXmlJson) {
   expect_json_matches(std::string("--input ") + TPS_TEST_DATA +
-                          "/asymmetric-2pkg-cxl.xml --ranks 3 --json | sed 's|" TPS_TEST_DATA
-                          "/||'",
+                          "/asymmetric-2pkg-cxl.xml --ranks 3 --json | sed 's|" TPS_TEST_DATA "/||'",
                       "tpstopo-asymmetric.json");
 }
 
@@ -66,8 +62,8 @@ TEST(Tpstopo, ModelBytesPerRank) {
   json tensor = m["splits"]["tensor"]["ranks"];
   EXPECT_EQ(tensor[0]["ff"], json::array({0, 32}));
   EXPECT_EQ(tensor[1]["vocab"], json::array({100608, 201088}));  // chunks of 256 ids
-  auto three = run_tool(tpstopo("--synthetic 'pack:3 numa:1 core:2 pu:1' --model " +
-                                std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf --json"));
+  auto three = run_tool(tpstopo("--synthetic 'pack:3 numa:1 core:2 pu:1' --model " + std::string(TPS_TEST_MODELS) +
+                                "/gpt-oss-tiny.gguf --json"));
   ASSERT_EQ(three.exit_code, 0) << three.err;
   json t3 = json::parse(three.out)["model"]["splits"];
   // More ranks than tiny has layers, KV heads or feature blocks: a rank
@@ -113,8 +109,7 @@ TEST(Tpstopo, BadInputIsOneLineAndExitCode2) {
   expect_usage_error("--threads abc", "--threads");
   expect_usage_error("--synthetic 'pack:2 core:x'", "invalid synthetic topology 'pack:2 core:x'");
   expect_usage_error("--input /no/such.xml", "/no/such.xml");
-  expect_usage_error(std::string("--input ") + TPS_TEST_DATA + "/not-a-topology.xml",
-                     "not a valid hwloc XML topology");
+  expect_usage_error(std::string("--input ") + TPS_TEST_DATA + "/not-a-topology.xml", "not a valid hwloc XML topology");
   expect_usage_error("--input a.xml --synthetic 'pack:2'", "excludes");
   expect_usage_error("--synthetic 'pack:2 core:2 pu:1' --bandwidth", "--bandwidth measures this host");
   expect_usage_error("--no-such-flag", "--no-such-flag");
@@ -123,8 +118,8 @@ TEST(Tpstopo, BadInputIsOneLineAndExitCode2) {
 TEST(Tpstopo, HelpDescribesEveryOption) {
   auto r = run_tool(tpstopo("--help"));
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* opt : {"--json", "--ranks", "--threads", "--input", "--synthetic",
-                          "--bandwidth", "--bandwidth-mib", "--repetitions"})
+  for (const char* opt :
+       {"--json", "--ranks", "--threads", "--input", "--synthetic", "--bandwidth", "--bandwidth-mib", "--repetitions"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
 }
 

@@ -12,9 +12,9 @@ namespace tps {
 namespace {
 
 struct Worker {
-  int pu = 0;     // OS index the thread runs on
-  int node = 0;   // OS index of the node its arrays live on
-  size_t n = 0;   // doubles per array
+  int pu = 0;    // OS index the thread runs on
+  int node = 0;  // OS index of the node its arrays live on
+  size_t n = 0;  // doubles per array
 };
 
 uint64_t default_array_bytes(const Machine& m, int node) {
@@ -81,8 +81,7 @@ std::vector<double> run_triad(const std::vector<Worker>& workers, int repetition
   return seconds;
 }
 
-BandwidthResult measure(const Machine& m, const std::vector<int>& nodes, uint64_t array_bytes,
-                        int repetitions) {
+BandwidthResult measure(const Machine& m, const std::vector<int>& nodes, uint64_t array_bytes, int repetitions) {
   BandwidthResult r;
   r.nodes = nodes;
   r.scope = nodes.size() == 1 ? cat("node ", m.numa_nodes[nodes[0]].os_index) : "all nodes";
@@ -115,11 +114,11 @@ BandwidthResult measure(const Machine& m, const std::vector<int>& nodes, uint64_
 
 }  // namespace
 
-std::vector<BandwidthResult> measure_bandwidth(const Machine& m, uint64_t array_bytes,
-                                               int repetitions) {
+std::vector<BandwidthResult> measure_bandwidth(const Machine& m, uint64_t array_bytes, int repetitions) {
   if (!m.is_this_host)
-    throw InputError("--bandwidth measures this host; it cannot be combined with --input or "
-                     "--synthetic");
+    throw InputError(
+        "--bandwidth measures this host; it cannot be combined with --input or "
+        "--synthetic");
   if (repetitions < 1) throw InputError(cat("repetitions: got ", repetitions, ", expected >= 1"));
   std::vector<int> nodes;
   for (const NumaNode& n : m.numa_nodes)

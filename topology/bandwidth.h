@@ -24,7 +24,6 @@ struct BandwidthResult {
 // Measures each node with usable cores alone, then (with more than one) all
 // of them at once. array_bytes = 0 picks a default per node: 4x its L3, at
 // least 256 MiB, at most 1 GiB per array. Only for this host.
-std::vector<BandwidthResult> measure_bandwidth(const Machine& machine, uint64_t array_bytes,
-                                               int repetitions);
+std::vector<BandwidthResult> measure_bandwidth(const Machine& machine, uint64_t array_bytes, int repetitions);
 
 }  // namespace tps

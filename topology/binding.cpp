@@ -25,18 +25,17 @@ LaunchBinding read_launch_binding() {
   return b;
 }
 
-BindingDecision decide_binding(const Machine& m, const RankPlacement& plan,
-                               const LaunchBinding& launch, int threads_override) {
+BindingDecision decide_binding(const Machine& m, const RankPlacement& plan, const LaunchBinding& launch,
+                               int threads_override) {
   BindingDecision d;
   bool bound_before = m.bound_pus != m.available_pus;
-  bool deliberate = bound_before && (!launch.under_mpirun ||
-                                     (!launch.mpirun_policy.empty() &&
-                                      launch.mpirun_policy != "none"));
+  bool deliberate =
+      bound_before && (!launch.under_mpirun || (!launch.mpirun_policy.empty() && launch.mpirun_policy != "none"));
   if (!deliberate) {
     d.pus = plan.pus;
     d.numa_node = plan.numa_node;
     d.threads = threads_override > 0 ? threads_override : plan.threads;
-    d.reason = !bound_before           ? "tps placement"
+    d.reason = !bound_before             ? "tps placement"
                : m.bound_pus == plan.pus ? "tps placement (the same as mpirun's default binding)"
                                          : "tps placement (replaced mpirun's default binding; "
                                            "pass --bind-to to mpirun to keep one)";
@@ -47,9 +46,8 @@ BindingDecision decide_binding(const Machine& m, const RankPlacement& plan,
   std::map<int, int> cores_on_node;
   int cores = 0;
   for (const Core& c : m.cores) {
-    bool in = std::any_of(c.pus.begin(), c.pus.end(), [&](int pu) {
-      return std::binary_search(d.pus.begin(), d.pus.end(), pu);
-    });
+    bool in = std::any_of(c.pus.begin(), c.pus.end(),
+                          [&](int pu) { return std::binary_search(d.pus.begin(), d.pus.end(), pu); });
     if (in) {
       ++cores;
       ++cores_on_node[c.numa_node];
@@ -60,9 +58,8 @@ BindingDecision decide_binding(const Machine& m, const RankPlacement& plan,
     if (n > most) best = node, most = n;
   d.numa_node = best;
   d.threads = threads_override > 0 ? threads_override : std::max(cores, 1);
-  d.reason = launch.under_mpirun
-                 ? cat("kept mpirun's binding (--bind-to ", launch.mpirun_policy, ")")
-                 : "kept the existing CPU affinity (taskset/numactl)";
+  d.reason = launch.under_mpirun ? cat("kept mpirun's binding (--bind-to ", launch.mpirun_policy, ")")
+                                 : "kept the existing CPU affinity (taskset/numactl)";
   return d;
 }
 
@@ -108,8 +105,7 @@ AppliedBinding apply_binding(const Machine& m, const BindingDecision& d) {
     numa_set_membind(nodes);
     int err = errno;
     numa_free_nodemask(nodes);
-    if (err != 0)
-      throw Error(cat("cannot bind memory to NUMA node ", os, ": ", std::strerror(err)));
+    if (err != 0) throw Error(cat("cannot bind memory to NUMA node ", os, ": ", std::strerror(err)));
     bitmask* now = numa_get_membind();
     for (int i = 0; i <= numa_max_node(); ++i)
       if (numa_bitmask_isbitset(now, i)) out.memory_nodes.push_back(i);
@@ -120,8 +116,7 @@ AppliedBinding apply_binding(const Machine& m, const BindingDecision& d) {
 
 void* alloc_on_node(size_t bytes, int node_os_index) {
   void* p = numa_available() >= 0 ? numa_alloc_onnode(bytes, node_os_index) : nullptr;
-  if (!p)
-    throw Error(cat("cannot allocate ", format_bytes(bytes), " on NUMA node ", node_os_index));
+  if (!p) throw Error(cat("cannot allocate ", format_bytes(bytes), " on NUMA node ", node_os_index));
   return p;
 }
 

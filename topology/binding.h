@@ -26,7 +26,7 @@ struct BindingDecision {
   std::vector<int> pus;  // OS indexes of the PUs the process runs on
   int numa_node = -1;    // index into Machine::numa_nodes; memory goes there
   int threads = 0;
-  std::string reason;    // one phrase for the start-up log
+  std::string reason;  // one phrase for the start-up log
 };
 
 // Pure: the plan's entry unless the process was deliberately bound before tps
@@ -34,8 +34,8 @@ struct BindingDecision {
 // kept and the decision says so. mpirun's default binding (per core for
 // np <= 2) is replaced: it would put two ranks on one socket.
 // threads_override > 0 replaces the default thread count.
-BindingDecision decide_binding(const Machine& machine, const RankPlacement& plan,
-                               const LaunchBinding& launch, int threads_override);
+BindingDecision decide_binding(const Machine& machine, const RankPlacement& plan, const LaunchBinding& launch,
+                               int threads_override);
 
 // Applies the decision to the calling thread (threads it creates later
 // inherit it): CPU affinity and MPOL_BIND to the node. Throws Error if the

@@ -90,8 +90,7 @@ Machine convert(hwloc_topology_t t, std::string source, bool this_host) {
   }
 
   // Cores; a topology without core objects has one core per PU.
-  hwloc_obj_type_t core_type =
-      hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  hwloc_obj_type_t core_type = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
   int n_cores = hwloc_get_nbobjs_by_type(t, core_type);
   for (int i = 0; i < n_cores; ++i) {
     hwloc_obj_t c = hwloc_get_obj_by_type(t, core_type, i);
@@ -113,8 +112,7 @@ Machine convert(hwloc_topology_t t, std::string source, bool this_host) {
       hwloc_const_cpuset_t locality = node_objs[n]->cpuset;
       if (!hwloc_bitmap_isincluded(c->cpuset, locality)) continue;
       int w = hwloc_bitmap_weight(locality);
-      if (best < 0 || w < best_weight ||
-          (w == best_weight && m.numa_nodes[n].os_index < m.numa_nodes[best].os_index)) {
+      if (best < 0 || w < best_weight || (w == best_weight && m.numa_nodes[n].os_index < m.numa_nodes[best].os_index)) {
         best = n;
         best_weight = w;
       }
@@ -129,8 +127,7 @@ Machine convert(hwloc_topology_t t, std::string source, bool this_host) {
   unsigned n_dist = 1;
   hwloc_distances_s* dist = nullptr;
   if (n_nodes > 1 &&
-      hwloc_distances_get_by_type(t, HWLOC_OBJ_NUMANODE, &n_dist, &dist,
-                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) == 0 &&
+      hwloc_distances_get_by_type(t, HWLOC_OBJ_NUMANODE, &n_dist, &dist, HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) == 0 &&
       n_dist >= 1) {
     if (dist->nbobjs == static_cast<unsigned>(n_nodes)) {
       std::map<unsigned, int> pos;  // os_index -> our node index
@@ -195,12 +192,14 @@ Machine discover_machine() {
 Machine load_machine_xml(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw InputError(cat(path, ": no such topology file (expected an hwloc XML export, e.g. "
-                               "from `lstopo --of xml`)"));
+    throw InputError(cat(path,
+                         ": no such topology file (expected an hwloc XML export, e.g. "
+                         "from `lstopo --of xml`)"));
   Topology t;
   if (hwloc_topology_set_xml(t.get(), path.c_str()) != 0 || hwloc_topology_load(t.get()) != 0)
-    throw InputError(cat(path, ": not a valid hwloc XML topology (expected the output of "
-                               "`lstopo --of xml`)"));
+    throw InputError(cat(path,
+                         ": not a valid hwloc XML topology (expected the output of "
+                         "`lstopo --of xml`)"));
   return convert(t.get(), "xml:" + path, false);
 }
 

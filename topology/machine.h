@@ -24,11 +24,11 @@ struct Core {
 };
 
 struct NumaNode {
-  int index = 0;             // position in Machine::numa_nodes
-  int os_index = 0;          // the kernel's node number (for membind, numactl)
-  int package = -1;          // index into Machine::packages; -1 if above packages
-  uint64_t memory_bytes = 0; // local memory; 0 when unknown
-  std::vector<int> cores;    // indexes into Machine::cores; empty for memory-only nodes
+  int index = 0;              // position in Machine::numa_nodes
+  int os_index = 0;           // the kernel's node number (for membind, numactl)
+  int package = -1;           // index into Machine::packages; -1 if above packages
+  uint64_t memory_bytes = 0;  // local memory; 0 when unknown
+  std::vector<int> cores;     // indexes into Machine::cores; empty for memory-only nodes
 };
 
 struct Package {

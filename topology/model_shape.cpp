@@ -34,9 +34,8 @@ std::vector<LayerRange> split_layers(const ModelShape& s, int ranks) {
     range.begin = layer;
     range.bytes = r == 0 ? s.input_bytes : 0;
     const int must_leave = std::max(0, std::min(ranks - r - 1, layers - layer - 1));
-    while (layer < layers - must_leave &&
-           (layer == range.begin || r == ranks - 1 ||
-            static_cast<double>(running + cost[layer] / 2) <= share * (r + 1))) {
+    while (layer < layers - must_leave && (layer == range.begin || r == ranks - 1 ||
+                                           static_cast<double>(running + cost[layer] / 2) <= share * (r + 1))) {
       running += cost[layer];
       range.bytes += s.layer_bytes[layer];
       ++layer;
@@ -64,8 +63,7 @@ SplitMode parse_split_mode(const std::string& name) {
 
 Range even_share(int64_t n, int64_t granule, int rank, int ranks) {
   const int64_t units = (n + granule - 1) / granule;
-  return {std::min(n, units * rank / ranks * granule),
-          std::min(n, units * (rank + 1) / ranks * granule)};
+  return {std::min(n, units * rank / ranks * granule), std::min(n, units * (rank + 1) / ranks * granule)};
 }
 
 std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks) {
@@ -100,8 +98,7 @@ std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks
       x.experts = {0, s.experts};
       x.ff = even_share(s.ff, 32, r, ranks);
     }
-    x.bytes = s.input_bytes + s.replicated_bytes +
-              part(s.attention_bytes, x.kv_heads.size(), s.kv_heads) +
+    x.bytes = s.input_bytes + s.replicated_bytes + part(s.attention_bytes, x.kv_heads.size(), s.kv_heads) +
               part(s.output_bytes, x.vocab.size(), s.vocab) +
               (mode == SplitMode::experts ? part(s.expert_bytes, x.experts.size(), s.experts)
                                           : part(s.expert_bytes, x.ff.size(), s.ff));
@@ -114,8 +111,7 @@ std::string range_text(const Range& r) { return r.size() == 0 ? "none" : cat(r.b
 }  // namespace
 
 std::string share_text(const RankShare& x, SplitMode mode) {
-  if (mode == SplitMode::layers)
-    return cat("layers ", range_text(x.layers), x.vocab.size() ? ", output head" : "");
+  if (mode == SplitMode::layers) return cat("layers ", range_text(x.layers), x.vocab.size() ? ", output head" : "");
   return cat("KV heads ", range_text(x.kv_heads), ", ",
              mode == SplitMode::experts ? cat("experts ", range_text(x.experts))
                                         : cat("features ", range_text(x.ff), " of every expert"),

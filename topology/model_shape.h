@@ -70,11 +70,11 @@ constexpr int64_t kVocabGranule = 256;
 // does not cut is the whole range (layers mode: all heads, experts and
 // features of its layers; the output head on the last rank only).
 struct RankShare {
-  Range layers;    // layers mode: [begin, end) layers; others: all layers
-  Range kv_heads;  // experts/tensor: KV heads (and their query heads)
-  Range experts;   // experts mode: whole experts
-  Range ff;        // tensor mode: expert features, whole blocks of 32
-  Range vocab;     // output rows (chunks of kVocabGranule)
+  Range layers;        // layers mode: [begin, end) layers; others: all layers
+  Range kv_heads;      // experts/tensor: KV heads (and their query heads)
+  Range experts;       // experts mode: whole experts
+  Range ff;            // tensor mode: expert features, whole blocks of 32
+  Range vocab;         // output rows (chunks of kVocabGranule)
   uint64_t bytes = 0;  // weights the rank holds (embeddings on every rank)
 };
 // Every rank's share. Counts that do not divide evenly give uneven shares;

@@ -29,8 +29,7 @@ std::vector<int> spread_order(const Machine& m, const std::vector<std::vector<in
 
 // How many ranks each node (in spread order) takes: at least one each while
 // ranks last, then the next rank goes to the node with the most cores per rank.
-std::vector<int> ranks_per_node(const std::vector<int>& order,
-                                const std::vector<std::vector<int>>& usable, int ranks) {
+std::vector<int> ranks_per_node(const std::vector<int>& order, const std::vector<std::vector<int>>& usable, int ranks) {
   std::vector<int> count(order.size(), 0);
   for (int r = 0; r < ranks; ++r) {
     size_t best = 0;
@@ -53,8 +52,7 @@ std::vector<int> ranks_per_node(const std::vector<int>& order,
 PlacementPlan plan_placement(const Machine& m, int ranks, int threads_per_rank) {
   if (ranks < 1) throw InputError(cat("ranks: got ", ranks, ", expected 1 or more"));
   if (threads_per_rank < 0)
-    throw InputError(cat("threads per rank: got ", threads_per_rank,
-                         ", expected 1 or more (or 0 for one per core)"));
+    throw InputError(cat("threads per rank: got ", threads_per_rank, ", expected 1 or more (or 0 for one per core)"));
 
   PlacementPlan plan;
   std::vector<std::vector<int>> usable(m.numa_nodes.size());  // node -> usable cores
@@ -66,8 +64,7 @@ PlacementPlan plan_placement(const Machine& m, int ranks, int threads_per_rank) 
     usable_total += static_cast<int>(usable[n.index].size());
   }
   if (usable_total == 0)
-    throw InputError(cat("no usable core: this process may run on PUs ",
-                         format_index_list(m.available_pus),
+    throw InputError(cat("no usable core: this process may run on PUs ", format_index_list(m.available_pus),
                          ", which belong to no core of the machine (", m.source, ")"));
 
   std::vector<int> order = spread_order(m, usable);
@@ -97,13 +94,12 @@ PlacementPlan plan_placement(const Machine& m, int ranks, int threads_per_rank) 
       }
       for (int core : p.cores)
         for (int pu : m.cores[core].pus)
-          if (std::binary_search(m.available_pus.begin(), m.available_pus.end(), pu))
-            p.pus.push_back(pu);
+          if (std::binary_search(m.available_pus.begin(), m.available_pus.end(), pu)) p.pus.push_back(pu);
       std::sort(p.pus.begin(), p.pus.end());
       p.threads = threads_per_rank > 0 ? threads_per_rank : static_cast<int>(p.cores.size());
       if (p.threads > static_cast<int>(p.pus.size()))
-        plan.warnings.push_back(cat("rank ", p.rank, ": ", p.threads, " threads on ",
-                                    p.pus.size(), " hardware threads (oversubscribed)"));
+        plan.warnings.push_back(
+            cat("rank ", p.rank, ": ", p.threads, " threads on ", p.pus.size(), " hardware threads (oversubscribed)"));
       plan.ranks.push_back(std::move(p));
     }
   }
@@ -116,9 +112,8 @@ PlacementPlan plan_placement(const Machine& m, int ranks, int threads_per_rank) 
   if (!plan.idle_nodes.empty()) {
     std::vector<int> os;
     for (int n : plan.idle_nodes) os.push_back(m.numa_nodes[n].os_index);
-    plan.warnings.push_back(cat(plan.idle_nodes.size(), " NUMA node(s) left idle (OS index ",
-                                format_index_list(os), "): run one rank per node to use ",
-                                "their memory bandwidth"));
+    plan.warnings.push_back(cat(plan.idle_nodes.size(), " NUMA node(s) left idle (OS index ", format_index_list(os),
+                                "): run one rank per node to use ", "their memory bandwidth"));
   }
   return plan;
 }

@@ -21,12 +21,12 @@
 namespace tps {
 
 struct RankPlacement {
-  int rank = 0;            // rank among the ranks on this host
-  int numa_node = -1;      // index into Machine::numa_nodes; memory is bound here
-  int package = -1;        // index into Machine::packages
-  std::vector<int> cores;  // indexes into Machine::cores
-  std::vector<int> pus;    // OS indexes of the available PUs of those cores
-  int threads = 0;         // worker threads (default: one per core)
+  int rank = 0;               // rank among the ranks on this host
+  int numa_node = -1;         // index into Machine::numa_nodes; memory is bound here
+  int package = -1;           // index into Machine::packages
+  std::vector<int> cores;     // indexes into Machine::cores
+  std::vector<int> pus;       // OS indexes of the available PUs of those cores
+  int threads = 0;            // worker threads (default: one per core)
   bool shares_cores = false;  // another rank runs on the same cores
 };
 

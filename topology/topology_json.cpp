@@ -11,8 +11,7 @@ json machine_to_json(const Machine& m) {
   j["packages"] = json::array();
   for (const Package& p : m.packages)
     j["packages"].push_back(
-        {{"index", p.index}, {"os_index", p.os_index}, {"numa_nodes", p.numa_nodes},
-         {"cores", p.cores}});
+        {{"index", p.index}, {"os_index", p.os_index}, {"numa_nodes", p.numa_nodes}, {"cores", p.cores}});
   j["numa_nodes"] = json::array();
   for (const NumaNode& n : m.numa_nodes)
     j["numa_nodes"].push_back({{"index", n.index},

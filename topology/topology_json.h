@@ -13,7 +13,6 @@ namespace tps {
 
 nlohmann::json machine_to_json(const Machine& machine);
 nlohmann::json plan_to_json(const Machine& machine, const PlacementPlan& plan);
-nlohmann::json bandwidth_to_json(const Machine& machine,
-                                 const std::vector<BandwidthResult>& results);
+nlohmann::json bandwidth_to_json(const Machine& machine, const std::vector<BandwidthResult>& results);
 
 }  // namespace tps

@@ -16,12 +16,10 @@ std::string pus_of_cores(const Machine& m, const std::vector<int>& cores) {
 }
 
 std::string machine_to_text(const Machine& m) {
-  std::string s = cat("machine: ", m.source, m.hostname.empty() ? "" : " (" + m.hostname + ")",
-                      "\n  ", m.packages.size(), " package(s), ", m.numa_nodes.size(),
-                      " NUMA node(s), ", m.cores.size(), " core(s), ", m.pu_count(),
-                      " PU(s), ", format_bytes(m.total_memory()), " memory\n");
-  for (const Package& p : m.packages)
-    s += cat("  package ", p.os_index, ": cores ", format_index_list(p.cores), "\n");
+  std::string s = cat("machine: ", m.source, m.hostname.empty() ? "" : " (" + m.hostname + ")", "\n  ",
+                      m.packages.size(), " package(s), ", m.numa_nodes.size(), " NUMA node(s), ", m.cores.size(),
+                      " core(s), ", m.pu_count(), " PU(s), ", format_bytes(m.total_memory()), " memory\n");
+  for (const Package& p : m.packages) s += cat("  package ", p.os_index, ": cores ", format_index_list(p.cores), "\n");
   for (const NumaNode& n : m.numa_nodes) {
     s += cat("  NUMA node ", n.os_index, ": ", format_bytes(n.memory_bytes));
     if (n.package >= 0) s += cat(", package ", m.packages[n.package].os_index);
@@ -71,8 +69,8 @@ std::string plan_to_text(const Machine& m, const PlacementPlan& plan) {
     const NumaNode& n = m.numa_nodes[r.numa_node];
     s += cat("  rank ", r.rank, ": NUMA node ", n.os_index);
     if (r.package >= 0) s += cat(" (package ", m.packages[r.package].os_index, ")");
-    s += cat(", cores ", format_index_list(r.cores), ", PUs ", format_index_list(r.pus), ", ",
-             r.threads, " thread(s)", r.shares_cores ? ", shares its cores" : "", "\n");
+    s += cat(", cores ", format_index_list(r.cores), ", PUs ", format_index_list(r.pus), ", ", r.threads, " thread(s)",
+             r.shares_cores ? ", shares its cores" : "", "\n");
   }
   for (int n : plan.memory_only_nodes)
     s += cat("  NUMA node ", m.numa_nodes[n].os_index, ": memory only, no threads\n");
@@ -84,10 +82,8 @@ std::string bandwidth_to_text(const std::vector<BandwidthResult>& results) {
   std::string s = "memory bandwidth (STREAM triad, 3 x 8 bytes per element; 1 GB = 1e9 B):\n";
   for (const BandwidthResult& r : results) {
     char line[200];
-    std::snprintf(line, sizeof line,
-                  "  %-10s %2d thread(s), arrays %s: best %.1f GB/s, median %.1f GB/s\n",
-                  r.scope.c_str(), r.threads, format_bytes(r.array_bytes).c_str(),
-                  r.best_gb_per_s, r.median_gb_per_s);
+    std::snprintf(line, sizeof line, "  %-10s %2d thread(s), arrays %s: best %.1f GB/s, median %.1f GB/s\n",
+                  r.scope.c_str(), r.threads, format_bytes(r.array_bytes).c_str(), r.best_gb_per_s, r.median_gb_per_s);
     s += line;
   }
   return s;

@@ -51,8 +51,10 @@ uint64_t row_bytes(GgmlType type, uint64_t n) {
   auto info = ggml_type_info(static_cast<uint32_t>(type));
   if (!info) throw InputError(cat("unknown tensor type id ", static_cast<uint32_t>(type)));
   if (n % info->block_elems)
-    throw InputError(cat("a row of ", n, " ", info->name, " elements is not a multiple of its "
-                         "block of ", info->block_elems));
+    throw InputError(cat("a row of ", n, " ", info->name,
+                         " elements is not a multiple of its "
+                         "block of ",
+                         info->block_elems));
   return n / info->block_elems * info->block_bytes;
 }
 

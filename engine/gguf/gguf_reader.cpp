@@ -19,17 +19,22 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
 // grows past them with the vectors' usual doubling.
 constexpr uint64_t kReserveCap = 4096;
 
-[[noreturn]] void fail_in(const std::string& path, const std::string& what) {
-  throw InputError(cat(path, ": ", what));
-}
+[[noreturn]] void fail_in(const std::string& path, const std::string& what) { throw InputError(cat(path, ": ", what)); }
 
 // Fixed size of a value type; 0 for strings and arrays.
 uint64_t fixed_size(GgufType t) {
   switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::BOOL: return 1;
-    case GgufType::U16: case GgufType::I16: return 2;
-    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::BOOL: return 1;
+    case GgufType::U16:
+    case GgufType::I16: return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32: return 4;
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::F64: return 8;
     default: return 0;
   }
 }
@@ -85,8 +90,8 @@ class Cursor {
   template <typename Name>
   const uint8_t* take(uint64_t n, const Name& name) {
     if (n > remaining())
-      fail_in(path_, cat("truncated: ", name(), " needs ", n, " bytes at offset ", pos(), ", only ",
-                         remaining(), " remain"));
+      fail_in(path_,
+              cat("truncated: ", name(), " needs ", n, " bytes at offset ", pos(), ", only ", remaining(), " remain"));
     const uint8_t* p = p_;
     p_ += n;
     return p;
@@ -99,8 +104,7 @@ class Cursor {
   std::string_view string(const Name& name) {
     const uint64_t n = read<uint64_t>([&] { return cat(name(), " length"); });
     if (n > remaining())
-      fail_in(path_, cat(name(), " length ", n, " is larger than the ", remaining(),
-                         " bytes left in the file"));
+      fail_in(path_, cat(name(), " length ", n, " is larger than the ", remaining(), " bytes left in the file"));
     return {reinterpret_cast<const char*>(take(n, name)), static_cast<size_t>(n)};
   }
 
@@ -147,16 +151,15 @@ void GgufFile::parse() {
     // A byte-swapped small version has its low 16 bits zero (spec §3.1).
     const bool swapped = version_ != 0 && (version_ & 0xFFFF) == 0;
     fail(cat("GGUF version ", version_, " is not supported (expected 2 or 3",
-             swapped ? "; the file looks big-endian, tps reads little-endian files only" : "",
-             ")"));
+             swapped ? "; the file looks big-endian, tps reads little-endian files only" : "", ")"));
   }
   const uint64_t n_tensors = c.read<uint64_t>([] { return "tensor count"; });
   const uint64_t n_kv = c.read<uint64_t>([] { return "metadata count"; });
   // Counts that could not fit in the rest of the file are refused before
   // anything is reserved for them.
   if (n_kv > c.remaining() / kMinKvBytes)
-    fail(cat("metadata count ", n_kv, " cannot fit in the ", c.remaining(),
-             " bytes left (a record takes at least ", kMinKvBytes, ")"));
+    fail(cat("metadata count ", n_kv, " cannot fit in the ", c.remaining(), " bytes left (a record takes at least ",
+             kMinKvBytes, ")"));
   if (n_tensors > c.remaining() / kMinTensorInfoBytes)
     fail(cat("tensor count ", n_tensors, " cannot fit in the ", c.remaining(),
              " bytes left (a tensor info takes at least ", kMinTensorInfoBytes, ")"));
@@ -174,16 +177,14 @@ void GgufFile::parse() {
     uint64_t values = 1;
     if (e.type == GgufType::ARRAY) {
       const uint32_t et = c.read<uint32_t>([&] { return field + " array element type"; });
-      if (!valid_type(et))
-        fail(cat(field, " array element type ", et, " is unknown (expected 0 to 12)"));
+      if (!valid_type(et)) fail(cat(field, " array element type ", et, " is unknown (expected 0 to 12)"));
       e.elem_type = static_cast<GgufType>(et);
       if (e.elem_type == GgufType::ARRAY)
         fail(cat(field, " array element type is array: nested arrays are not supported"));
       e.count = c.read<uint64_t>([&] { return field + " array length"; });
       const uint64_t min_size = e.elem_type == GgufType::STRING ? 8 : fixed_size(e.elem_type);
       if (e.count > c.remaining() / min_size)
-        fail(cat(field, " array length ", e.count, " cannot fit in the ", c.remaining(),
-                 " bytes left"));
+        fail(cat(field, " array length ", e.count, " cannot fit in the ", c.remaining(), " bytes left"));
       scalar_type = e.elem_type;
       values = e.count;
     }
@@ -198,8 +199,8 @@ void GgufFile::parse() {
     if (scalar_type == GgufType::BOOL)
       for (uint64_t j = 0; j < values; ++j)
         if (e.value[j] > 1)
-          fail(cat(field, e.type == GgufType::ARRAY ? cat(" element ", j) : "", " bool value ",
-                   int{e.value[j]}, " is not 0 or 1"));
+          fail(cat(field, e.type == GgufType::ARRAY ? cat(" element ", j) : "", " bool value ", int{e.value[j]},
+                   " is not 0 or 1"));
     if (!meta_index_.emplace(e.key, meta_.size()).second) fail(cat(field, " appears twice"));
     meta_.push_back(e);
   }
@@ -217,11 +218,9 @@ void GgufFile::parse() {
     t.name = c.string([&] { return cat("tensor ", i, " name"); });
     const std::string field = cat("tensor ", quoted(t.name));
     if (t.name.size() > kMaxNameBytes)
-      fail(cat(field, " name is ", t.name.size(), " bytes long (expected at most ", kMaxNameBytes,
-               ")"));
+      fail(cat(field, " name is ", t.name.size(), " bytes long (expected at most ", kMaxNameBytes, ")"));
     const uint32_t n_dims = c.read<uint32_t>([&] { return field + " dimension count"; });
-    if (n_dims < 1 || n_dims > 4)
-      fail(cat(field, " dimension count ", n_dims, " is out of range (expected 1 to 4)"));
+    if (n_dims < 1 || n_dims > 4) fail(cat(field, " dimension count ", n_dims, " is out of range (expected 1 to 4)"));
     t.n_dims = static_cast<int>(n_dims);
     uint64_t elems = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
@@ -235,8 +234,8 @@ void GgufFile::parse() {
     if (!info) fail(cat(field, " type id ", type, " is unknown or retired"));
     t.type = static_cast<GgmlType>(type);
     if (t.ne[0] % info->block_elems)
-      fail(cat(field, " dimension 0 (", t.ne[0], ") is not a multiple of the ", info->name,
-               " block size ", info->block_elems));
+      fail(cat(field, " dimension 0 (", t.ne[0], ") is not a multiple of the ", info->name, " block size ",
+               info->block_elems));
     // Types of more than one byte per element can overflow where the
     // element count did not.
     if (__builtin_mul_overflow(elems / info->block_elems, uint64_t{info->block_bytes}, &t.bytes))
@@ -257,8 +256,8 @@ void GgufFile::parse() {
 void GgufFile::parse_tensor_data() {
   if (tensors_.empty()) return;
   if (data_offset_ > file_size())
-    fail(cat("truncated: the data section would start at offset ", data_offset_,
-             ", past the end of the file (", file_size(), " bytes)"));
+    fail(cat("truncated: the data section would start at offset ", data_offset_, ", past the end of the file (",
+             file_size(), " bytes)"));
   const uint64_t data_bytes = file_size() - data_offset_;
   for (const TensorView& t : tensors_)
     if (t.offset > data_bytes || t.bytes > data_bytes - t.offset)
@@ -276,8 +275,8 @@ void GgufFile::parse_tensor_data() {
     const TensorView& a = *by_offset[i - 1];
     const TensorView& b = *by_offset[i];
     if (a.offset + a.bytes > b.offset)
-      fail(cat("tensor ", quoted(b.name), " offset ", b.offset, " overlaps tensor ", quoted(a.name),
-               " (offset ", a.offset, ", ", a.bytes, " bytes)"));
+      fail(cat("tensor ", quoted(b.name), " offset ", b.offset, " overlaps tensor ", quoted(a.name), " (offset ",
+               a.offset, ", ", a.bytes, " bytes)"));
   }
 
   for (TensorView& t : tensors_) {
@@ -314,8 +313,7 @@ uint64_t GgufFile::unsigned_value(const MetaEntry& e) const {
     case GgufType::I64: v = load<int64_t>(e.value); break;
     default: wrong_type(e, "an unsigned integer");
   }
-  if (v < 0)
-    fail(cat("metadata key ", quoted(e.key), " is ", v, " (expected a non-negative integer)"));
+  if (v < 0) fail(cat("metadata key ", quoted(e.key), " is ", v, " (expected a non-negative integer)"));
   return static_cast<uint64_t>(v);
 }
 
@@ -329,8 +327,7 @@ std::optional<uint32_t> GgufFile::find_u32(std::string_view key) const {
   const MetaEntry* e = find(key);
   if (!e) return std::nullopt;
   const uint64_t v = unsigned_value(*e);
-  if (v > UINT32_MAX)
-    fail(cat("metadata key ", quoted(key), " is ", v, " (expected at most ", UINT32_MAX, ")"));
+  if (v > UINT32_MAX) fail(cat("metadata key ", quoted(key), " is ", v, " (expected at most ", UINT32_MAX, ")"));
   return static_cast<uint32_t>(v);
 }
 
@@ -381,8 +378,7 @@ ArrayInfo GgufFile::get_array_info(std::string_view key) const {
 
 std::vector<std::string_view> GgufFile::get_string_array(std::string_view key) const {
   const MetaEntry& e = expect(key);
-  if (e.type != GgufType::ARRAY || e.elem_type != GgufType::STRING)
-    wrong_type(e, "array of string");
+  if (e.type != GgufType::ARRAY || e.elem_type != GgufType::STRING) wrong_type(e, "array of string");
   std::vector<std::string_view> out;
   out.reserve(e.count);  // count was walked element by element when parsed
   const uint8_t* p = e.value;
@@ -402,8 +398,8 @@ std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
   if (e.elem_type == GgufType::U32)
     for (uint64_t i = 0; i < e.count; ++i)
       if (out[i] < 0)
-        fail(cat("metadata key ", quoted(key), " element ", i, " is ",
-                 static_cast<uint32_t>(out[i]), " (expected at most ", INT32_MAX, ")"));
+        fail(cat("metadata key ", quoted(key), " element ", i, " is ", static_cast<uint32_t>(out[i]),
+                 " (expected at most ", INT32_MAX, ")"));
   return out;
 }
 

@@ -24,8 +24,19 @@ namespace tps {
 
 // GGUF metadata value types, as stored in the file.
 enum class GgufType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8,
-  ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 const char* gguf_type_name(GgufType type);
 
@@ -51,7 +62,7 @@ struct TensorView {
   int n_dims = 0;
   std::array<uint64_t, 4> ne{1, 1, 1, 1};  // ggml order, missing dims are 1
   const uint8_t* data = nullptr;           // [bytes] in the mapping
-  uint64_t offset = 0;     // from the start of the file
+  uint64_t offset = 0;                     // from the start of the file
   uint64_t bytes = 0;
   uint64_t row_bytes = 0;  // bytes of one row of ne[0] elements
   uint64_t rows() const { return ne[1] * ne[2] * ne[3]; }

@@ -14,8 +14,7 @@ namespace {
 constexpr uint32_t kTypeString = 8, kTypeArray = 9;
 }
 
-GgufWriter::GgufWriter(std::string path, uint32_t alignment)
-    : path_(std::move(path)), alignment_(alignment) {
+GgufWriter::GgufWriter(std::string path, uint32_t alignment) : path_(std::move(path)), alignment_(alignment) {
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)))
     throw Error(cat("GGUF alignment ", alignment_, " is not a power of two"));
   temp_path_ = cat(path_, ".tmp-", getpid());
@@ -45,10 +44,10 @@ void GgufWriter::key(std::string_view k, uint32_t type) {
   ++n_kv_;
 }
 
-#define TPS_GGUF_SCALAR(fn, T, id)            \
+#define TPS_GGUF_SCALAR(fn, T, id)               \
   void GgufWriter::fn(std::string_view k, T v) { \
-    key(k, id);                               \
-    put(&v, sizeof v);                        \
+    key(k, id);                                  \
+    put(&v, sizeof v);                           \
   }
 TPS_GGUF_SCALAR(add_u8, uint8_t, 0)
 TPS_GGUF_SCALAR(add_i8, int8_t, 1)
@@ -88,8 +87,8 @@ void GgufWriter::add_string_array(std::string_view k, const std::vector<std::str
   }
 }
 
-void GgufWriter::add_numeric_array(std::string_view k, uint32_t elem_type, const void* data,
-                                   uint64_t count, size_t elem_bytes) {
+void GgufWriter::add_numeric_array(std::string_view k, uint32_t elem_type, const void* data, uint64_t count,
+                                   size_t elem_bytes) {
   key(k, kTypeArray);
   put(&elem_type, 4);
   put(&count, 8);
@@ -107,20 +106,17 @@ void GgufWriter::add_f32_array(std::string_view k, const std::vector<float>& v) 
 void GgufWriter::add_tensor(std::string_view name, GgmlType type, const std::vector<uint64_t>& ne) {
   if (data_started_) throw Error(cat("GGUF writer: tensor '", name, "' added after begin_data()"));
   const std::string what = cat("GGUF writer: tensor '", name, "'");
-  if (name.size() > 63)
-    throw Error(cat(what, " name is ", name.size(), " bytes long (expected at most 63)"));
-  if (ne.empty() || ne.size() > 4)
-    throw Error(cat(what, " has ", ne.size(), " dimensions (expected 1 to 4)"));
+  if (name.size() > 63) throw Error(cat(what, " name is ", name.size(), " bytes long (expected at most 63)"));
+  if (ne.empty() || ne.size() > 4) throw Error(cat(what, " has ", ne.size(), " dimensions (expected 1 to 4)"));
   const std::optional<GgmlTypeInfo> info = ggml_type_info(static_cast<uint32_t>(type));
   if (!info) throw Error(cat(what, " has unknown type id ", static_cast<uint32_t>(type)));
   if (ne[0] % info->block_elems)
-    throw Error(cat(what, " dimension 0 (", ne[0], ") is not a multiple of the ", info->name,
-                    " block size ", info->block_elems));
+    throw Error(cat(what, " dimension 0 (", ne[0], ") is not a multiple of the ", info->name, " block size ",
+                    info->block_elems));
   uint64_t bytes = ne[0] / info->block_elems * info->block_bytes;
   for (size_t i = 0; i < ne.size(); ++i) {
     if (ne[i] == 0) throw Error(cat(what, " dimension ", i, " is 0"));
-    if (i > 0 && __builtin_mul_overflow(bytes, ne[i], &bytes))
-      throw Error(cat(what, " size overflows 64 bits"));
+    if (i > 0 && __builtin_mul_overflow(bytes, ne[i], &bytes)) throw Error(cat(what, " size overflows 64 bits"));
   }
   for (const Tensor& t : tensors_)
     if (t.name == name) throw Error(cat(what, " added twice"));
@@ -129,8 +125,7 @@ void GgufWriter::add_tensor(std::string_view name, GgmlType type, const std::vec
 }
 
 void GgufWriter::write(const void* p, size_t n) {
-  if (n && std::fwrite(p, 1, n, out_) != n)
-    throw Error(cat(temp_path_, ": write failed: ", std::strerror(errno)));
+  if (n && std::fwrite(p, 1, n, out_) != n) throw Error(cat(temp_path_, ": write failed: ", std::strerror(errno)));
   file_pos_ += n;
 }
 
@@ -176,9 +171,8 @@ void GgufWriter::write_tensor_data(std::string_view name, const void* data, size
   }
   if (current_ >= tensors_.size() || tensors_[current_].name != name)
     throw Error(cat("GGUF writer: data for tensor '", name, "' out of declaration order (",
-                    current_ < tensors_.size() ? cat("tensor '", tensors_[current_].name, "' has ",
-                                                     written_, " of its ", tensors_[current_].bytes,
-                                                     " bytes")
+                    current_ < tensors_.size() ? cat("tensor '", tensors_[current_].name, "' has ", written_,
+                                                     " of its ", tensors_[current_].bytes, " bytes")
                                                : std::string("every tensor is complete"),
                     ")"));
   Tensor& t = tensors_[current_];
@@ -197,8 +191,8 @@ void GgufWriter::finish() {
     written_ = 0;
   }
   if (current_ != tensors_.size())
-    throw Error(cat("GGUF writer: tensor '", tensors_[current_].name, "' is incomplete (",
-                    written_, " of ", tensors_[current_].bytes, " bytes)"));
+    throw Error(cat("GGUF writer: tensor '", tensors_[current_].name, "' is incomplete (", written_, " of ",
+                    tensors_[current_].bytes, " bytes)"));
   if (std::fflush(out_) != 0 || std::fclose(out_) != 0) {
     out_ = nullptr;
     throw Error(cat(temp_path_, ": write failed: ", std::strerror(errno)));

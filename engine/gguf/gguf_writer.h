@@ -65,9 +65,8 @@ class GgufWriter {
     uint64_t bytes, offset;
   };
   void key(std::string_view k, uint32_t type);
-  void add_numeric_array(std::string_view k, uint32_t elem_type, const void* data, uint64_t count,
-                         size_t elem_bytes);
-  void put(const void* p, size_t n);  // to the metadata buffer
+  void add_numeric_array(std::string_view k, uint32_t elem_type, const void* data, uint64_t count, size_t elem_bytes);
+  void put(const void* p, size_t n);    // to the metadata buffer
   void write(const void* p, size_t n);  // to the file
   void pad_to_alignment();
 
@@ -78,9 +77,9 @@ class GgufWriter {
   uint64_t n_kv_ = 0;
   std::unordered_set<std::string> keys_;
   std::vector<Tensor> tensors_;
-  uint64_t data_end_ = 0;      // running offset of declared tensor data
-  size_t current_ = 0;         // tensor being streamed
-  uint64_t written_ = 0;       // bytes of it so far
+  uint64_t data_end_ = 0;  // running offset of declared tensor data
+  size_t current_ = 0;     // tensor being streamed
+  uint64_t written_ = 0;   // bytes of it so far
   uint64_t file_pos_ = 0;
   bool data_started_ = false, finished_ = false;
 };

@@ -52,9 +52,7 @@ uint16_t fp32_to_bf16(float f) {
 
 void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
   switch (type) {
-    case GgmlType::F32:
-      std::memcpy(dst, src, n * 4);
-      return;
+    case GgmlType::F32: std::memcpy(dst, src, n * 4); return;
     case GgmlType::F16:
     case GgmlType::BF16: {
       float (*convert)(uint16_t) = type == GgmlType::F16 ? fp16_to_fp32 : bf16_to_fp32;
@@ -96,8 +94,8 @@ void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
       }
       return;
     default:
-      throw InputError(cat("cannot decode tensor type ", type_name(type),
-                           " (tps decodes F32, F16, BF16, Q8_0, Q4_0, MXFP4)"));
+      throw InputError(
+          cat("cannot decode tensor type ", type_name(type), " (tps decodes F32, F16, BF16, Q8_0, Q4_0, MXFP4)"));
   }
 }
 
@@ -140,8 +138,7 @@ void quantize_row_mxfp4(const float* src, BlockMxfp4* dst, size_t n) {
       }
       return best;
     };
-    for (int j = 0; j < 16; ++j)
-      dst[b].qs[j] = static_cast<uint8_t>(code(x[j]) | (code(x[j + 16]) << 4));
+    for (int j = 0; j < 16; ++j) dst[b].qs[j] = static_cast<uint8_t>(code(x[j]) | (code(x[j + 16]) << 4));
   }
 }
 

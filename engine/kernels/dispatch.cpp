@@ -28,21 +28,22 @@ std::vector<Isa> supported_isas() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     out.push_back(Isa::avx2);
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
       out.push_back(Isa::avx512);
   }
   return out;
 }
 
 const KernelSet& best_kernel_set() {
-  static const KernelSet& chosen = [] () -> const KernelSet& {
+  static const KernelSet& chosen = []() -> const KernelSet& {
     std::vector<Isa> isas = supported_isas();
     if (const char* want = std::getenv("TPS_ISA")) {
       for (Isa isa : isas)
         if (std::strcmp(want, isa_name(isa)) == 0 || (std::strcmp(want, "avx512") == 0 && isa == Isa::avx512))
           return kernel_set(isa);
-      throw InputError(cat("TPS_ISA=", want, ": not supported by this CPU (expected scalar, avx2 "
+      throw InputError(cat("TPS_ISA=", want,
+                           ": not supported by this CPU (expected scalar, avx2 "
                            "or avx512)"));
     }
     return kernel_set(isas.back());

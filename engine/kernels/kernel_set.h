@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/kernels/packed_rows.h"
 #include "engine/gguf/quant_blocks.h"
+#include "engine/kernels/packed_rows.h"
 
 namespace tps {
 
@@ -53,9 +53,8 @@ struct KernelSet {
   // `rows` rows row_bytes long starting at w, and every token of x. A row's
   // result does not depend on which rows or tokens a call has, so that
   // results do not depend on how rows are split between threads.
-  using QuantizedMatmul = void (*)(const uint8_t* w, uint64_t row_bytes, int64_t rows,
-                                   int64_t row_begin, int64_t row_end, const Activations& x,
-                                   float* y, int64_t y_stride);
+  using QuantizedMatmul = void (*)(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
+                                   int64_t row_end, const Activations& x, float* y, int64_t y_stride);
   QuantizedMatmul q8_0, mxfp4;
   // One float row of n values . x.
   float (*f32)(const uint8_t* w, const float* x, int64_t n);
@@ -64,21 +63,20 @@ struct KernelSet {
   // out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha,
   // limit) (layer_math.h) for i < n. The vector sets take exp from a
   // polynomial (within 2 ulp of expf) instead of libm's, 8 lanes at a time.
-  void (*swiglu)(const float* gate, const float* up, const float* gate_bias, const float* up_bias,
-                 int64_t n, float alpha, float limit, float* out);
+  void (*swiglu)(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
+                 float alpha, float limit, float* out);
   // Attention of query heads [0, heads) (q [heads][head_dim]) that share a
   // kv head, the sums of each in the plain loop's order in the scalar set:
   //   scores[h * stride + j] = scale x (q_h . key first + j) for j < count,
   //     of a key block kb [head_dim][kKeyBlock] (first + count <= kKeyBlock);
-  void (*score_keys)(const float* q, int heads, int head_dim, const float* kb, float scale, int first,
-                     int count, float* scores, int64_t stride);
+  void (*score_keys)(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
+                     float* scores, int64_t stride);
   //   z = the softmax of z's n logits and a sink logit that joins only the
   //     denominator (softmax_with_sink, layer_math.h);
   void (*softmax_sink)(float* z, int n, float sink);
   //   out[h * head_dim + i] += the sum over s < n of p[h * stride + s] x
   //     v[s][i] (v: n positions' values of the kv head).
-  void (*add_values)(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim,
-                     float* out);
+  void (*add_values)(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim, float* out);
 };
 
 // The kernels of one instruction set (compiled in; the CPU must support it).

@@ -78,8 +78,8 @@ int64_t row_grain(const Matrix& w) {
   return std::max<int64_t>(1, (rows + kPanel - 1) / kPanel) * kPanel;
 }
 
-void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end,
-                 const Activations& x, float* y, int64_t y_stride) {
+void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end, const Activations& x,
+                 float* y, int64_t y_stride) {
   const int64_t n = w.cols;
   auto integer = [&](KernelSet::QuantizedMatmul kernel) {
     if (row_end > row_begin) kernel(w.data, w.row_bytes, w.rows, row_begin, row_end, x, y + row_begin, y_stride);

@@ -22,8 +22,8 @@ struct LineAligned {
   LineAligned() = default;
   template <typename U>
   LineAligned(const LineAligned<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   bool operator==(const LineAligned&) const = default;
 };
 
@@ -58,7 +58,7 @@ int64_t row_grain(const Matrix& w);
 
 // y[t * y_stride + r] = (row r of w) . x[t] for r in [row_begin, row_end). Q8_0
 // and MXFP4 weights must be packed (kernels/packed_rows.h) and x quantized.
-void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end,
-                 const Activations& x, float* y, int64_t y_stride);
+void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end, const Activations& x,
+                 float* y, int64_t y_stride);
 
 }  // namespace tps

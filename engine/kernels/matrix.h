@@ -20,9 +20,7 @@ struct Matrix {
   const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
   // Rows [first, first + count): one expert of a 3-D expert tensor (each
   // expert's rows are packed as a matrix of their own).
-  Matrix slice(int64_t first, int64_t count) const {
-    return Matrix{type, count, cols, row(first), row_bytes};
-  }
+  Matrix slice(int64_t first, int64_t count) const { return Matrix{type, count, cols, row(first), row_bytes}; }
   // Weights whose dot products take activations quantized to Q8_0.
   bool wants_q8() const { return type == GgmlType::Q8_0 || type == GgmlType::MXFP4; }
 };

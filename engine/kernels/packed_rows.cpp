@@ -87,8 +87,7 @@ void pack_rows_as(const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t
 }
 }  // namespace
 
-void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t rows,
-               int64_t cols) {
+void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t rows, int64_t cols) {
   switch (type) {
     case GgmlType::Q8_0: return pack_rows_as<kQ8_0>(src, src_stride, dst, rows, cols);
     case GgmlType::MXFP4: return pack_rows_as<kMxfp4>(src, src_stride, dst, rows, cols);

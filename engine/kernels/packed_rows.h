@@ -64,16 +64,13 @@ constexpr int quad_first_value(int k) { return 16 * (k % 2) + 4 * (k / 2); }
 // i at src + i * src_stride in the file's layout, into dst: rows *
 // row_bytes(type, cols) bytes in the packed layout (dst does not overlap
 // src). `rows` counts from a tile boundary: the start of a matrix.
-void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst,
-               int64_t rows, int64_t cols);
+void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t rows, int64_t cols);
 
 // Groups of 8 blocks in a row of cols values (the last one may be partial).
 inline int64_t block_groups(int64_t cols) { return (cols / 32 + kGroupBlocks - 1) / kGroupBlocks; }
 
 // The rows of the tile that holds row r of a matrix of `rows` rows.
-inline int64_t tile_rows(int64_t r, int64_t rows) {
-  return r < rows - rows % kTileRows ? kTileRows : 1;
-}
+inline int64_t tile_rows(int64_t r, int64_t rows) { return r < rows - rows % kTileRows ? kTileRows : 1; }
 
 // Where value j (0..31) of block b sits in a token's int8 activations:
 // 256 bytes a group of 8 blocks, in which quad k of the group's block b

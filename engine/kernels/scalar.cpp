@@ -39,8 +39,8 @@ struct Mxfp4Row {
 // Per block an exact integer sum, then one float multiply-add; the sum of
 // blocks in order, times the format's final scale.
 template <typename Row>
-void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
-                      int64_t row_end, const Activations& x, float* y, int64_t y_stride) {
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+                      const Activations& x, float* y, int64_t y_stride) {
   const int64_t blocks = x.cols / 32;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t T = tile_rows(row, rows), r = row % T;
@@ -88,8 +88,8 @@ float bf16(const uint8_t* w, const float* x, int64_t n) {
   });
 }
 
-void swiglu(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
-            float alpha, float limit, float* out) {
+void swiglu(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n, float alpha,
+            float limit, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
@@ -116,7 +116,15 @@ void add_values(const float* p, int64_t stride, int heads, const float* const* v
 
 }  // namespace
 
-const KernelSet kScalarKernels{Isa::scalar, quantized_matmul<Q8_0Row>, quantized_matmul<Mxfp4Row>,
-                               f32, f16, bf16, swiglu, score_keys, softmax_sink, add_values};
+const KernelSet kScalarKernels{Isa::scalar,
+                               quantized_matmul<Q8_0Row>,
+                               quantized_matmul<Mxfp4Row>,
+                               f32,
+                               f16,
+                               bf16,
+                               swiglu,
+                               score_keys,
+                               softmax_sink,
+                               add_values};
 
 }  // namespace tps

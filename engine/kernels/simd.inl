@@ -92,8 +92,11 @@ struct Mxfp4Format {
   static constexpr float kFinalScale = 0.5f;  // undoes the doubling
 
   static void decode(const uint8_t* values, int g, int h, __m256i (&w)[4]) {
+    // The table once per 128-bit lane.
+    // clang-format off
     const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
                                            12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    // clang-format on
     const __m256i nibble = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 2
     for (int i = 0; i < 2; ++i) {  // byte vector m = 2h + i: quads 2m (low), 2m + 1 (high)
@@ -134,9 +137,8 @@ struct Mxfp4Format {
 // result goes through the same operations in the same order whatever the
 // tile's shape.
 template <int N, bool Tail, typename Format>
-__attribute__((always_inline)) inline void row_group(const uint8_t* v, const uint8_t* s, int g,
-                                                     const Activations& x, int t0, int64_t k,
-                                                     __m256 (&acc)[N]) {
+__attribute__((always_inline)) inline void row_group(const uint8_t* v, const uint8_t* s, int g, const Activations& x,
+                                                     int t0, int64_t k, __m256 (&acc)[N]) {
   XGroup xg[N];
   __m256i sum[N];
 #pragma GCC unroll 8
@@ -179,8 +181,7 @@ constexpr int64_t kPrefetchBytes = 2048;
 // Rows r0..r0+R-1 of a tile of T rows, group k of g blocks (at `group`).
 template <int R, int N, bool Tail, typename Format>
 __attribute__((always_inline)) inline void group_step(const uint8_t* group, int64_t T, int64_t r0, int g,
-                                                      const Activations& x, int t0, int64_t k,
-                                                      __m256 (&acc)[R][N]) {
+                                                      const Activations& x, int t0, int64_t k, __m256 (&acc)[R][N]) {
   constexpr int V = Format::kValueBytes, S = Format::kScaleBytes;
   const uint8_t* values = group + r0 * g * V;
   const uint8_t* scales = group + T * g * V + r0 * g * S;
@@ -200,8 +201,7 @@ __attribute__((always_inline)) inline void group_step(const uint8_t* group, int6
 // Rows r0..r0+R-1 of the tile of T rows at `tile` x tokens t0..t0+N-1, into
 // y[(t0 + t) * y_stride + r].
 template <int R, int N, typename Format>
-void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int t0, float* y,
-          int64_t y_stride) {
+void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int t0, float* y, int64_t y_stride) {
   const int64_t blocks = x.cols / 32, full = blocks / kGroupBlocks;
   const int tail = static_cast<int>(blocks % kGroupBlocks);
   const int64_t group_bytes = T * kGroupBlocks * (Format::kValueBytes + Format::kScaleBytes);
@@ -223,8 +223,8 @@ void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int 
 // from L3 for every row). The shapes were chosen by measurement
 // (docs/PERFORMANCE.md).
 template <typename Format>
-void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
-                      int64_t row_end, const Activations& x, float* y, int64_t y_stride) {
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+                      const Activations& x, float* y, int64_t y_stride) {
   constexpr int64_t kPanel = 16;
   // Row `row` alone, within its tile.
   auto one_row = [&]<int N>(int64_t row, int t) {
@@ -257,13 +257,13 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_
   }
 }
 
-void q8_0(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
-          const Activations& x, float* y, int64_t y_stride) {
+void q8_0(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end, const Activations& x,
+          float* y, int64_t y_stride) {
   quantized_matmul<Q8_0Format>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
 }
 
-void mxfp4(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
-           const Activations& x, float* y, int64_t y_stride) {
+void mxfp4(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end, const Activations& x,
+           float* y, int64_t y_stride) {
   quantized_matmul<Mxfp4Format>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
 }
 
@@ -294,10 +294,7 @@ float f32(const uint8_t* w, const float* x, int64_t n) {
 
 float f16(const uint8_t* w, const float* x, int64_t n) {
   return float_dot<2>(
-      w, x, n,
-      [](const uint8_t* p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      },
+      w, x, n, [](const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); },
       [](const uint8_t* p) {
         uint16_t h;
         std::memcpy(&h, p, 2);
@@ -340,8 +337,8 @@ inline __m256 exp256(__m256 x) {
 
 // swiglu_oai's operations in its order, 8 features at a time; the last n % 8
 // by the scalar function.
-void swiglu(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
-            float alpha, float limit, float* out) {
+void swiglu(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n, float alpha,
+            float limit, float* out) {
   const __m256 lim = _mm256_set1_ps(limit), neg_lim = _mm256_set1_ps(-limit);
   const __m256 neg_alpha = _mm256_set1_ps(-alpha), one = _mm256_set1_ps(1.0f);
   int64_t i = 0;

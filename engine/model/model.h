@@ -10,8 +10,8 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
-#include "engine/text/tokenizer.h"
 #include "engine/model/weights.h"
+#include "engine/text/tokenizer.h"
 
 namespace tps {
 
@@ -26,8 +26,7 @@ struct Model {
 // Opens and checks the file, takes rank `rank` of `ranks`'s shard in `mode`
 // (the whole model for one rank) and copies it in on the pool's threads.
 // progress(done, total) is called as the bytes are copied.
-Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode = SplitMode::tensor,
-                 int rank = 0, int ranks = 1,
-                 const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode = SplitMode::tensor, int rank = 0,
+                 int ranks = 1, const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 }  // namespace tps

@@ -20,8 +20,7 @@ std::vector<TensorSpec> gpt_oss_tensors(const ModelConfig& c) {
     for (size_t i = 0; i < ne.size(); ++i) t.ne[i] = ne[i];
     out.push_back(std::move(t));
   };
-  const uint64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width(), ff = c.n_ff_exp,
-                 E = c.n_expert;
+  const uint64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width(), ff = c.n_ff_exp, E = c.n_expert;
   add("token_embd.weight", Role::matrix, {d, c.n_vocab});
   for (uint32_t l = 0; l < c.n_layer; ++l) {
     const std::string b = cat("blk.", l, ".");
@@ -53,12 +52,11 @@ std::vector<TensorSpec> gpt_oss_tensors(const ModelConfig& c) {
 bool type_supported(TensorSpec::Role role, GgmlType type) {
   switch (role) {
     case TensorSpec::Role::vector: return type == GgmlType::F32;
-    case TensorSpec::Role::router:
-      return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+    case TensorSpec::Role::router: return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
     case TensorSpec::Role::matrix:
     case TensorSpec::Role::expert_matrix:
-      return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 ||
-             type == GgmlType::Q8_0 || type == GgmlType::MXFP4;
+      return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 || type == GgmlType::Q8_0 ||
+             type == GgmlType::MXFP4;
   }
   return false;
 }
@@ -76,11 +74,11 @@ ModelConfig read_model_config(const GgufFile& f) {
   ModelConfig c;
   std::optional<std::string_view> arch = f.find_string("general.architecture");
   if (!arch)
-    throw InputError(cat(path, ": metadata key 'general.architecture' is missing (expected "
-                               "'gpt-oss')"));
+    throw InputError(cat(path,
+                         ": metadata key 'general.architecture' is missing (expected "
+                         "'gpt-oss')"));
   if (*arch != "gpt-oss")
-    throw InputError(cat(path, ": general.architecture is '", *arch,
-                         "'; tps runs 'gpt-oss' models only"));
+    throw InputError(cat(path, ": general.architecture is '", *arch, "'; tps runs 'gpt-oss' models only"));
   const std::string a = "gpt-oss.";
   if (auto name = f.find_string("general.name")) c.name = std::string(*name);
   c.n_layer = f.get_u32(a + "block_count");
@@ -103,11 +101,11 @@ ModelConfig read_model_config(const GgufFile& f) {
   if (auto v = f.find_f32(a + "rope.scaling.yarn_beta_fast")) c.yarn_beta_fast = *v;
   if (auto v = f.find_f32(a + "rope.scaling.yarn_beta_slow")) c.yarn_beta_slow = *v;
   if (auto v = f.find_u32(a + "attention.value_length"); v && *v != c.head_dim)
-    throw InputError(cat(path, ": ", a, "attention.value_length is ", *v,
-                         " but key_length is ", c.head_dim, " (expected them equal)"));
+    throw InputError(cat(path, ": ", a, "attention.value_length is ", *v, " but key_length is ", c.head_dim,
+                         " (expected them equal)"));
   if (auto v = f.find_u32(a + "rope.dimension_count"); v && *v != c.head_dim)
-    throw InputError(cat(path, ": ", a, "rope.dimension_count is ", *v,
-                         " (tps rotates whole heads: expected ", c.head_dim, ")"));
+    throw InputError(
+        cat(path, ": ", a, "rope.dimension_count is ", *v, " (tps rotates whole heads: expected ", c.head_dim, ")"));
 
   auto require = [&](bool ok, const std::string& what) {
     if (!ok) throw InputError(cat(path, ": ", what));
@@ -117,12 +115,12 @@ ModelConfig read_model_config(const GgufFile& f) {
           cat("head_count ", c.n_head, " is not a multiple of head_count_kv ", c.n_head_kv));
   require(c.head_dim % 2 == 0, cat("key_length ", c.head_dim, " is odd (RoPE needs pairs)"));
   require(c.n_expert_used >= 1 && c.n_expert_used <= c.n_expert,
-          cat("expert_used_count ", c.n_expert_used, " is not in 1..expert_count (",
-              c.n_expert, ")"));
+          cat("expert_used_count ", c.n_expert_used, " is not in 1..expert_count (", c.n_expert, ")"));
   require(c.sliding_window >= 1, "attention.sliding_window is 0 (expected a window in tokens)");
   require(c.n_expert >= 1 && c.n_expert <= 256,
           cat("expert_count ", c.n_expert, " is not in 1..256 (tps supports up to 256 experts)"));
-  require(c.head_dim <= 512, cat("key_length ", c.head_dim, " is over 512 (tps supports head "
+  require(c.head_dim <= 512, cat("key_length ", c.head_dim,
+                                 " is over 512 (tps supports head "
                                  "dimensions up to 512)"));
 
   const TensorView* embd = f.find_tensor("token_embd.weight");
@@ -134,15 +132,14 @@ ModelConfig read_model_config(const GgufFile& f) {
     require(v != nullptr, cat("tensor '", t.name, "' is missing (a gpt-oss model needs it)"));
     bool same = true;
     for (int i = 0; i < 4; ++i) same &= v->ne[i] == t.ne[i];
-    require(same, cat("tensor '", t.name, "' has shape ", shape_text(v->n_dims, v->ne.data()),
-                      ", expected ", shape_text(t.n_dims, t.ne.data())));
-    require(type_supported(t.role, v->type),
-            cat("tensor '", t.name, "' has type ", type_name(v->type),
-                ", which tps cannot compute with here (supported: ",
-                t.role == TensorSpec::Role::vector   ? "F32"
-                : t.role == TensorSpec::Role::router ? "F32, F16, BF16"
-                                                     : "F32, F16, BF16, Q8_0, MXFP4",
-                ")"));
+    require(same, cat("tensor '", t.name, "' has shape ", shape_text(v->n_dims, v->ne.data()), ", expected ",
+                      shape_text(t.n_dims, t.ne.data())));
+    require(type_supported(t.role, v->type), cat("tensor '", t.name, "' has type ", type_name(v->type),
+                                                 ", which tps cannot compute with here (supported: ",
+                                                 t.role == TensorSpec::Role::vector   ? "F32"
+                                                 : t.role == TensorSpec::Role::router ? "F32, F16, BF16"
+                                                                                      : "F32, F16, BF16, Q8_0, MXFP4",
+                                                 ")"));
   }
   return c;
 }

@@ -20,22 +20,22 @@ class GgufFile;
 
 struct ModelConfig {
   std::string architecture = "gpt-oss";
-  std::string name;            // general.name, informational
-  uint32_t n_layer = 0;        // gpt-oss.block_count
-  uint32_t n_embd = 0;         // residual width d
-  uint32_t n_head = 0;         // query heads
-  uint32_t n_head_kv = 0;      // key/value heads (GQA)
-  uint32_t head_dim = 0;       // attention.key_length (= value_length)
+  std::string name;        // general.name, informational
+  uint32_t n_layer = 0;    // gpt-oss.block_count
+  uint32_t n_embd = 0;     // residual width d
+  uint32_t n_head = 0;     // query heads
+  uint32_t n_head_kv = 0;  // key/value heads (GQA)
+  uint32_t head_dim = 0;   // attention.key_length (= value_length)
   uint32_t n_expert = 0;
-  uint32_t n_expert_used = 0;  // top-k
-  uint32_t n_ff_exp = 0;       // expert intermediate size
-  uint32_t n_vocab = 0;        // rows of token_embd
-  uint32_t n_ctx_train = 0;    // context_length
-  uint32_t sliding_window = 0; // attention.sliding_window (tokens)
-  uint32_t swa_pattern = 2;    // attention.sliding_window_pattern
+  uint32_t n_expert_used = 0;   // top-k
+  uint32_t n_ff_exp = 0;        // expert intermediate size
+  uint32_t n_vocab = 0;         // rows of token_embd
+  uint32_t n_ctx_train = 0;     // context_length
+  uint32_t sliding_window = 0;  // attention.sliding_window (tokens)
+  uint32_t swa_pattern = 2;     // attention.sliding_window_pattern
   float rope_base = 150000.0f;
-  float rope_scaling_factor = 32.0f;    // YaRN factor (llama.cpp: freq_scale = 1/factor)
-  uint32_t rope_orig_ctx = 4096;        // YaRN original context
+  float rope_scaling_factor = 32.0f;  // YaRN factor (llama.cpp: freq_scale = 1/factor)
+  uint32_t rope_orig_ctx = 4096;      // YaRN original context
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
   float rms_eps = 1e-5f;
@@ -51,7 +51,7 @@ struct ModelConfig {
 
 // One tensor of the model as the forward pass needs it.
 struct TensorSpec {
-  std::string name;             // GGUF name, e.g. "blk.3.attn_q.weight"
+  std::string name;  // GGUF name, e.g. "blk.3.attn_q.weight"
   int n_dims = 1;
   std::array<uint64_t, 4> ne{1, 1, 1, 1};  // ggml order: ne[0] innermost
   enum class Role { matrix, expert_matrix, router, vector } role = Role::vector;

@@ -75,10 +75,13 @@ ModelConfig base_config() {
 
 }  // namespace
 
-TensorGenerator::TensorGenerator(const TensorSpec& t, GgmlType type, float stddev, float mean,
-                                 uint64_t seed)
-    : type_(type), row_elems_(t.ne[0]), row_bytes_(tps::row_bytes(type, t.ne[0])), std_(stddev),
-      mean_(mean), state_(seed ^ fnv1a(t.name)) {
+TensorGenerator::TensorGenerator(const TensorSpec& t, GgmlType type, float stddev, float mean, uint64_t seed)
+    : type_(type),
+      row_elems_(t.ne[0]),
+      row_bytes_(tps::row_bytes(type, t.ne[0])),
+      std_(stddev),
+      mean_(mean),
+      state_(seed ^ fnv1a(t.name)) {
   if (type == GgmlType::MXFP4) {
     // Pick exponents k and k+1 (value = code * 2^k) and a mix of the two whose
     // mean square is stddev^2; exact arithmetic only, no libm.
@@ -130,8 +133,8 @@ size_t TensorGenerator::next_rows(uint8_t* out, uint64_t rows) {
       break;
     }
     default:
-      throw InputError(cat("synthetic weights of type ", type_name(type_),
-                           " are not supported (expected F32, Q8_0 or MXFP4)"));
+      throw InputError(
+          cat("synthetic weights of type ", type_name(type_), " are not supported (expected F32, Q8_0 or MXFP4)"));
   }
   return rows * row_bytes_;
 }
@@ -164,8 +167,7 @@ SyntheticSpec synthetic_preset(const std::string& name) {
 
 uint64_t synthetic_tensor_bytes(const SyntheticSpec& s) {
   uint64_t total = 0;
-  for (const TensorSpec& t : gpt_oss_tensors(s.config))
-    total += row_bytes(type_for(t, s), t.ne[0]) * rows_of(t);
+  for (const TensorSpec& t : gpt_oss_tensors(s.config)) total += row_bytes(type_for(t, s), t.ne[0]) * rows_of(t);
   return total;
 }
 

@@ -46,8 +46,7 @@ void write_synthetic_model(const SyntheticSpec& spec, const Vocab& vocab, const 
 // whatever the chunking. Exposed for tests.
 class TensorGenerator {
  public:
-  TensorGenerator(const TensorSpec& tensor, GgmlType type, float stddev, float mean,
-                  uint64_t seed);
+  TensorGenerator(const TensorSpec& tensor, GgmlType type, float stddev, float mean, uint64_t seed);
   // Fills out with the next rows (whole rows only); returns bytes written.
   size_t next_rows(uint8_t* out, uint64_t rows);
   uint64_t row_bytes() const { return row_bytes_; }

@@ -49,8 +49,7 @@ class Layout {
   const std::vector<Run>& runs() const { return runs_; }
 
   // Pieces of whole rows of `cols` values of `type`.
-  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride,
-                       GgmlType type, int64_t cols) {
+  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride, GgmlType type, int64_t cols) {
     size_ = (size_ + 63) & ~uint64_t{63};
     const uint8_t* at = base_ ? base_ + size_ : nullptr;
     // Runs of at most ~1 MB (or one tile of rows), so that threads share
@@ -65,8 +64,7 @@ class Layout {
     } else if (bytes > 0 && count > 0) {
       const uint64_t per = tiles_of(kPiece / bytes);
       for (uint64_t i = 0; i < count; i += per)
-        runs_.push_back({src + i * stride, size_ + i * bytes, bytes, std::min(per, count - i), stride,
-                         type, cols});
+        runs_.push_back({src + i * stride, size_ + i * bytes, bytes, std::min(per, count - i), stride, type, cols});
     }
     size_ += bytes * count;
     return at;
@@ -85,9 +83,8 @@ Matrix slice(Layout& L, const TensorView& t, int64_t per, Range groups, Range ro
   const GgmlTypeInfo info = *ggml_type_info(static_cast<uint32_t>(t.type));
   const int64_t width = static_cast<int64_t>(t.ne[0]);
   if (cols.begin % info.block_elems || (cols.end % info.block_elems && cols.end != width))
-    throw InputError(cat(t.name, ": cannot cut columns ", cols.begin, "..", cols.end, " of a ",
-                         type_name(t.type), " tensor inside its ", info.block_elems,
-                         "-value blocks (use --split layers)"));
+    throw InputError(cat(t.name, ": cannot cut columns ", cols.begin, "..", cols.end, " of a ", type_name(t.type),
+                         " tensor inside its ", info.block_elems, "-value blocks (use --split layers)"));
   const uint64_t first = row_bytes(t.type, cols.begin), bytes = row_bytes(t.type, cols.size());
   const uint8_t* data = nullptr;
   for (int64_t g = groups.begin; g < groups.end; ++g) {
@@ -120,15 +117,13 @@ ModelWeights build(Layout& L, const GgufFile& f, const ModelConfig& c, const Sha
   };
   auto all = [&](const std::string& name) { return rows(name, all_rows(f.tensor(name))); };
   // Vectors are F32 (checked with the config): a slice is a 1-row matrix.
-  auto vec = [&](const std::string& name, Range r) {
-    return reinterpret_cast<const float*>(cols(name, r).data);
-  };
+  auto vec = [&](const std::string& name, Range r) { return reinterpret_cast<const float*>(cols(name, r).data); };
   auto whole_vec = [&](const std::string& name) { return vec(name, whole(f.tensor(name))); };
 
   ModelWeights w;
   const TensorView& embd = f.tensor("token_embd.weight");
-  w.embd = Matrix{embd.type, static_cast<int64_t>(embd.rows()), static_cast<int64_t>(embd.ne[0]),
-                  embd.data, embd.row_bytes};
+  w.embd =
+      Matrix{embd.type, static_cast<int64_t>(embd.rows()), static_cast<int64_t>(embd.ne[0]), embd.data, embd.row_bytes};
   w.layers.resize(c.n_layer);
   for (int64_t l = x.layers.begin; l < x.layers.end; ++l) {
     const std::string b = cat("blk.", l, ".");
@@ -165,8 +160,8 @@ ModelWeights build(Layout& L, const GgufFile& f, const ModelConfig& c, const Sha
 
 }  // namespace
 
-RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard,
-                       ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress) {
+RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, ThreadPool& pool,
+                       const std::function<void(uint64_t, uint64_t)>& progress) {
   Layout sizing;
   build(sizing, file, config, shard);
   RankWeights out{PageBuffer(sizing.size() + kPackedOverread), {}};

@@ -24,16 +24,16 @@ namespace tps {
 class GgufFile;
 
 struct LayerWeights {
-  const float* attn_norm;  // [d]
-  Matrix wq, wk, wv, wo;   // [q, d], [kv, d], [kv, d], [d, q]
+  const float* attn_norm;          // [d]
+  Matrix wq, wk, wv, wo;           // [q, d], [kv, d], [kv, d], [d, q]
   const float *bq, *bk, *bv, *bo;  // [q], [kv], [kv], [d] (bo: whole, added after the sum)
-  const float* sinks;      // [the shard's query heads]
-  const float* post_norm;  // [d] (the pre-MoE norm)
-  Matrix router;           // [all experts, d] (every rank routes)
-  const float* router_b;   // [all experts]
-  Matrix gate, up, down;   // [E * ff, d], [E * ff, d], [E * d, ff]
-  const float *gate_b, *up_b;  // [E][ff]
-  const float* down_b;     // [all experts][d] (added after the sum)
+  const float* sinks;              // [the shard's query heads]
+  const float* post_norm;          // [d] (the pre-MoE norm)
+  Matrix router;                   // [all experts, d] (every rank routes)
+  const float* router_b;           // [all experts]
+  Matrix gate, up, down;           // [E * ff, d], [E * ff, d], [E * d, ff]
+  const float *gate_b, *up_b;      // [E][ff]
+  const float* down_b;             // [all experts][d] (added after the sum)
 };
 
 struct ModelWeights {
@@ -72,8 +72,7 @@ struct RankWeights {
 // copied.
 // Throws InputError when a tensor cannot be cut as the shard needs (columns
 // inside a quantization block).
-RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard,
-                       ThreadPool& pool,
+RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, ThreadPool& pool,
                        const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 // Drops the file's pages from the page cache, but for the token embeddings
@@ -85,7 +84,6 @@ void drop_file_cache(const GgufFile& file);
 // output matrices and vectors, one embedding row, and its share of the top-k
 // experts (in experts mode the expected share: k x its experts / all experts).
 // The numerator of the decode roofline (tokens/s x bytes / bandwidth).
-uint64_t decode_bytes_per_token(const ModelWeights& weights, const ModelConfig& config,
-                                const Shard& shard);
+uint64_t decode_bytes_per_token(const ModelWeights& weights, const ModelConfig& config, const Shard& shard);
 
 }  // namespace tps

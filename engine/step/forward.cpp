@@ -11,8 +11,13 @@
 namespace tps {
 
 Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exchange& exchange)
-    : c_(m.config), w_(m.weights.views), shard_(m.shard), opt_(o), pool_(pool),
-      exchange_(exchange), kernels_(o.kernels ? *o.kernels : best_kernel_set()),
+    : c_(m.config),
+      w_(m.weights.views),
+      shard_(m.shard),
+      opt_(o),
+      pool_(pool),
+      exchange_(exchange),
+      kernels_(o.kernels ? *o.kernels : best_kernel_set()),
       rope_(make_yarn_rope(m.config, o.yarn_truncate)),
       moe_(m.config, m.shard, std::min(o.max_batch, o.n_ctx), pool, exchange, kernels_) {
   if (o.n_ctx < 1) throw InputError(cat("--ctx ", o.n_ctx, ": expected at least 1 position"));
@@ -27,8 +32,7 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   cache_.resize(c.n_layer);
   for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {
     // A sliding layer needs the window behind the oldest token of a batch.
-    const int slots = c.is_sliding_layer(l) ? std::min<int>(o.n_ctx, c.sliding_window + o.max_batch)
-                                            : o.n_ctx;
+    const int slots = c.is_sliding_layer(l) ? std::min<int>(o.n_ctx, c.sliding_window + o.max_batch) : o.n_ctx;
     cache_[l] = LayerCache(slots, static_cast<int>(kv_heads), static_cast<int>(c.head_dim));
   }
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
@@ -66,8 +70,7 @@ void Session::step(const int32_t* tokens, int n, bool all_logits, float* logits)
   const int64_t d = c_.n_embd;
   Stopwatch clock;
   if (shard_.first_stage()) {
-    for (int t = 0; t < n; ++t)
-      dequantize_row(w_.embd.type, w_.embd.row(tokens[t]), x_.data() + t * d, d);
+    for (int t = 0; t < n; ++t) dequantize_row(w_.embd.type, w_.embd.row(tokens[t]), x_.data() + t * d, d);
   } else {
     exchange_.recv(x_.data(), n * d * sizeof(float), shard_.rank - 1);
     clock.lap(timings_.exchange);
@@ -87,10 +90,8 @@ void Session::step(const int32_t* tokens, int n, bool all_logits, float* logits)
   // token or the last one only.
   clock = Stopwatch();
   const int first = all_logits ? 0 : n - 1, count = n - first;
-  for (int t = 0; t < count; ++t)
-    rmsnorm(x_.data() + (first + t) * d, w_.out_norm, c_.rms_eps, d, xn_.data() + t * d);
-  run_products(pool_, kernels_, prepare(xn_.data(), count, d, w_.output.wants_q8()),
-               {{w_.output, nullptr, logits}});
+  for (int t = 0; t < count; ++t) rmsnorm(x_.data() + (first + t) * d, w_.out_norm, c_.rms_eps, d, xn_.data() + t * d);
+  run_products(pool_, kernels_, prepare(xn_.data(), count, d, w_.output.wants_q8()), {{w_.output, nullptr, logits}});
   clock.lap(timings_.logits);
 }
 
@@ -99,8 +100,7 @@ void Session::attention(int layer, int n) {
   const int64_t d = c_.n_embd, hd = c_.head_dim, q_w = q_w_, kv_w = kv_w_;
   const int n_head = n_head_, group = c_.n_head / c_.n_head_kv;
   Stopwatch clock;
-  for (int t = 0; t < n; ++t)
-    rmsnorm(x_.data() + t * d, L.attn_norm, c_.rms_eps, d, xn_.data() + t * d);
+  for (int t = 0; t < n; ++t) rmsnorm(x_.data() + t * d, L.attn_norm, c_.rms_eps, d, xn_.data() + t * d);
   run_products(pool_, kernels_, prepare(xn_.data(), n, d, L.wq.wants_q8() || L.wk.wants_q8() || L.wv.wants_q8()),
                {{L.wq, L.bq, q_.data()}, {L.wk, L.bk, k_.data()}, {L.wv, L.bv, v_.data()}});
   clock.lap(timings_.qkv);

@@ -35,9 +35,9 @@
 namespace tps {
 
 struct SessionOptions {
-  int n_ctx = 4096;        // positions the KV cache holds
-  int max_batch = 512;     // prompt tokens per forward step (llama.cpp's default micro-batch)
-  bool yarn_truncate = false;  // llama.cpp's rounded YaRN range (see rope.h)
+  int n_ctx = 4096;                    // positions the KV cache holds
+  int max_batch = 512;                 // prompt tokens per forward step (llama.cpp's default micro-batch)
+  bool yarn_truncate = false;          // llama.cpp's rounded YaRN range (see rope.h)
   const KernelSet* kernels = nullptr;  // nullptr: the CPU's best
 };
 

@@ -14,8 +14,7 @@ void select_experts(std::span<const float> r, int k, int* experts, float* weight
   int order[256];
   const int n = static_cast<int>(r.size());
   std::iota(order, order + n, 0);
-  std::partial_sort(order, order + k, order + n,
-                    [&](int a, int b) { return r[a] > r[b] || (r[a] == r[b] && a < b); });
+  std::partial_sort(order, order + k, order + n, [&](int a, int b) { return r[a] > r[b] || (r[a] == r[b] && a < b); });
   float sum = 0;
   for (int j = 0; j < k; ++j) sum += weights[j] = std::exp(r[order[j]] - r[order[0]]);
   for (int j = 0; j < k; ++j) {
@@ -24,10 +23,16 @@ void select_experts(std::span<const float> r, int k, int* experts, float* weight
   }
 }
 
-MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, ThreadPool& pool,
-                   Exchange& exchange, const KernelSet& kernels)
-    : c_(c), shard_(shard), pool_(pool), exchange_(exchange), kernels_(kernels), d_(c.n_embd),
-      ff_(shard.share.ff.size()), n_expert_(static_cast<int>(c.n_expert)),
+MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, ThreadPool& pool, Exchange& exchange,
+                   const KernelSet& kernels)
+    : c_(c),
+      shard_(shard),
+      pool_(pool),
+      exchange_(exchange),
+      kernels_(kernels),
+      d_(c.n_embd),
+      ff_(shard.share.ff.size()),
+      n_expert_(static_cast<int>(c.n_expert)),
       k_(static_cast<int>(c.n_expert_used)) {
   const int64_t B = max_tokens, entries = B * k_;
   xn_.resize(B * d_);
@@ -63,8 +68,8 @@ void MoeBlock::route(const LayerWeights& w, const float* x, int n) {
   run_products(pool_, kernels_, token_rows(xn_.data(), d_, 0, n, q8 ? &xq_ : nullptr),
                {{w.router, w.router_b, router_.data()}});
   for (int t = 0; t < n; ++t)
-    select_experts({router_.data() + t * n_expert_, static_cast<size_t>(n_expert_)}, k_,
-                   topk_.data() + t * k_, topk_w_.data() + t * k_);
+    select_experts({router_.data() + t * n_expert_, static_cast<size_t>(n_expert_)}, k_, topk_.data() + t * k_,
+                   topk_w_.data() + t * k_);
 }
 
 // (token, choice) entries by this rank's experts: the entries of one expert
@@ -110,8 +115,8 @@ void MoeBlock::run_experts(const LayerWeights& w) {
       const float* bg = w.gate_b + g.expert * ff;
       const float* bu = w.up_b + g.expert * ff;
       for (int e = g.first; e < g.first + g.count; ++e)
-        kernels_.swiglu(gate_out + e * ff + f0, up_out + e * ff + f0, bg + f0, bu + f0, f1 - f0,
-                        c_.swiglu_alpha, c_.swiglu_limit, act + e * ff + f0);
+        kernels_.swiglu(gate_out + e * ff + f0, up_out + e * ff + f0, bg + f0, bu + f0, f1 - f0, c_.swiglu_alpha,
+                        c_.swiglu_limit, act + e * ff + f0);
     });
   });
   const bool dq8 = w.down.wants_q8();

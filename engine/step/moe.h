@@ -35,8 +35,8 @@ void select_experts(std::span<const float> logits, int k, int* experts, float* w
 
 class MoeBlock {
  public:
-  MoeBlock(const ModelConfig& config, const Shard& shard, int max_tokens, ThreadPool& pool,
-           Exchange& exchange, const KernelSet& kernels);
+  MoeBlock(const ModelConfig& config, const Shard& shard, int max_tokens, ThreadPool& pool, Exchange& exchange,
+           const KernelSet& kernels);
 
   // x [n][d], the residual stream of n tokens: x += the block's output.
   void run(const LayerWeights& w, float* x, int n, StepTimings& timings);
@@ -60,20 +60,20 @@ class MoeBlock {
   struct Group {
     int expert, first, count;  // local expert index; entries [first, first + count)
   };
-  std::vector<float> xn_;       // [max_tokens][d] the normalized input
-  QuantizedActivations xq_;     // its int8 form (router), then the gathered inputs' (gate, up)
-  std::vector<float> router_;   // [max_tokens][n_expert] router logits
-  std::vector<int> topk_;       // [max_tokens][k] chosen experts
-  std::vector<float> topk_w_;   // [max_tokens][k] their weights
-  std::vector<Group> groups_;   // by local expert, those chosen
+  std::vector<float> xn_;                        // [max_tokens][d] the normalized input
+  QuantizedActivations xq_;                      // its int8 form (router), then the gathered inputs' (gate, up)
+  std::vector<float> router_;                    // [max_tokens][n_expert] router logits
+  std::vector<int> topk_;                        // [max_tokens][k] chosen experts
+  std::vector<float> topk_w_;                    // [max_tokens][k] their weights
+  std::vector<Group> groups_;                    // by local expert, those chosen
   std::vector<int> entry_token_, entry_choice_;  // [entries]: the token, its t * k + j
-  std::vector<int> entry_of_;   // [max_tokens][k] entry of each choice, -1 if not this rank's
-  std::vector<float> gathered_; // [entries][d] the entries' inputs
-  std::vector<float> gate_up_;  // [entries][ff] gate outputs, then [entries][ff] up outputs
-  std::vector<float> swiglu_;   // [entries][ff]
-  QuantizedActivations act_q_;  // the SwiGLU outputs, int8
-  std::vector<float> down_;     // [entries][d]
-  std::vector<float> out_;      // [max_tokens][d] this rank's part of the output
+  std::vector<int> entry_of_;                    // [max_tokens][k] entry of each choice, -1 if not this rank's
+  std::vector<float> gathered_;                  // [entries][d] the entries' inputs
+  std::vector<float> gate_up_;                   // [entries][ff] gate outputs, then [entries][ff] up outputs
+  std::vector<float> swiglu_;                    // [entries][ff]
+  QuantizedActivations act_q_;                   // the SwiGLU outputs, int8
+  std::vector<float> down_;                      // [entries][d]
+  std::vector<float> out_;                       // [max_tokens][d] this rank's part of the output
 };
 
 }  // namespace tps

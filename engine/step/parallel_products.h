@@ -31,8 +31,7 @@ void quantize_on(ThreadPool& pool, QuantizedActivations& qa, const float* x, int
 
 // Tokens [first, first + count) of x ([*][cols]), with their int8 form from
 // q (the quantize of x) when the weights take quantized inputs.
-inline Activations token_rows(const float* x, int64_t cols, int first, int count,
-                              const QuantizedActivations* q) {
+inline Activations token_rows(const float* x, int64_t cols, int first, int count, const QuantizedActivations* q) {
   return q ? q->view(x, first, count) : Activations{.f = x + first * cols, .cols = cols, .tokens = count};
 }
 

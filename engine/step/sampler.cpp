@@ -13,10 +13,8 @@ void validate(const SamplerParams& p) {
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
     throw InputError(cat("--temp ", p.temperature, ": expected a temperature >= 0 (0 = greedy)"));
   if (p.top_k < 0) throw InputError(cat("--top-k ", p.top_k, ": expected >= 0 (0 = off)"));
-  if (!(p.top_p > 0 && p.top_p <= 1))
-    throw InputError(cat("--top-p ", p.top_p, ": expected a value in (0, 1]"));
-  if (!(p.min_p >= 0 && p.min_p < 1))
-    throw InputError(cat("--min-p ", p.min_p, ": expected a value in [0, 1)"));
+  if (!(p.top_p > 0 && p.top_p <= 1)) throw InputError(cat("--top-p ", p.top_p, ": expected a value in (0, 1]"));
+  if (!(p.min_p >= 0 && p.min_p < 1)) throw InputError(cat("--min-p ", p.min_p, ": expected a value in [0, 1)"));
 }
 
 namespace {
@@ -28,9 +26,7 @@ struct Candidate {
 constexpr Candidate kNone{-INFINITY, INT32_MAX};
 
 // Most likely first; ties: the lowest id.
-bool better(const Candidate& a, const Candidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
+bool better(const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
 
 // Every rank's `count` values of T, rank by rank.
 template <typename T>
@@ -47,8 +43,7 @@ std::vector<T> gather(Exchange& ex, const T& mine) {
 Candidate best(const SplitLogits& s) {
   Candidate mine = kNone;
   for (size_t i = 0; i < s.logits.size(); ++i)
-    if (s.logits[i] > mine.logit)
-      mine = {s.logits[i], static_cast<int32_t>(s.begin + static_cast<int64_t>(i))};
+    if (s.logits[i] > mine.logit) mine = {s.logits[i], static_cast<int32_t>(s.begin + static_cast<int64_t>(i))};
   std::vector<Candidate> all = gather(s.exchange, mine);
   return *std::min_element(all.begin(), all.end(), better);
 }
@@ -56,8 +51,7 @@ Candidate best(const SplitLogits& s) {
 // This rank's best m candidates, best first, padded with kNone to m.
 std::vector<Candidate> local_top(const SplitLogits& s, size_t m) {
   std::vector<Candidate> c(s.logits.size());
-  for (size_t i = 0; i < c.size(); ++i)
-    c[i] = {s.logits[i], static_cast<int32_t>(s.begin + static_cast<int64_t>(i))};
+  for (size_t i = 0; i < c.size(); ++i) c[i] = {s.logits[i], static_cast<int32_t>(s.begin + static_cast<int64_t>(i))};
   const size_t n = std::min(m, c.size());
   std::partial_sort(c.begin(), c.begin() + n, c.end(), better);
   c.resize(m, kNone);
@@ -85,8 +79,7 @@ std::vector<double> chunk_sums(const SplitLogits& s, Weight weight) {
   const int64_t most = *std::max_element(counts.begin(), counts.end());
   std::vector<double> mine(most, 0.0);
   for (int64_t c = 0; c < chunks; ++c)
-    for (int64_t i = c * kVocabGranule; i < std::min(n, (c + 1) * kVocabGranule); ++i)
-      mine[c] += weight(s.logits[i]);
+    for (int64_t i = c * kVocabGranule; i < std::min(n, (c + 1) * kVocabGranule); ++i) mine[c] += weight(s.logits[i]);
   std::vector<double> all = gather(s.exchange, mine.data(), most);
   // Ranks in the order of their ids.
   std::vector<int> order(s.exchange.size());
@@ -111,9 +104,7 @@ double log_normalizer(const SplitLogits& s) {
 
 }  // namespace
 
-Sampler::Sampler(const SamplerParams& params) : p_(params), state_(params.seed) {
-  validate(params);
-}
+Sampler::Sampler(const SamplerParams& params) : p_(params), state_(params.seed) { validate(params); }
 
 double Sampler::uniform() {
   uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);  // splitmix64
@@ -192,12 +183,10 @@ int32_t Sampler::sample(const SplitLogits& s) {
       // more are certain: everything unsent ranks below its rank's last.
       Candidate bound = kNone;
       for (int r = 0; r < s.exchange.size(); ++r)
-        if (sizes[r] > static_cast<int64_t>(m) && better(all[r * m + m - 1], bound))
-          bound = all[r * m + m - 1];
+        if (sizes[r] > static_cast<int64_t>(m) && better(all[r * m + m - 1], bound)) bound = all[r * m + m - 1];
       std::sort(all.begin(), all.end(), better);
       size_t certain = 0;
-      while (certain < all.size() && all[certain].id != INT32_MAX && !better(bound, all[certain]))
-        ++certain;
+      while (certain < all.size() && all[certain].id != INT32_MAX && !better(bound, all[certain])) ++certain;
       cand.assign(all.begin(), all.begin() + certain);
       prob.clear();
       for (const Candidate& x : cand) prob.push_back(weight(x.logit));
@@ -233,8 +222,7 @@ int32_t argmax(std::span<const float> logits) {
 std::vector<TokenLogprob> top_logprobs(const SplitLogits& s, int k) {
   const double lse = log_normalizer(s);
   std::vector<TokenLogprob> out;
-  for (const Candidate& c : global_top(s, k))
-    out.push_back({c.id, static_cast<float>(c.logit - lse)});
+  for (const Candidate& c : global_top(s, k)) out.push_back({c.id, static_cast<float>(c.logit - lse)});
   return out;
 }
 

@@ -8,7 +8,7 @@ namespace {
 bool printable(int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
 
 struct Tables {
-  std::array<uint16_t, 256> code_of_byte{};  // byte -> code point
+  std::array<uint16_t, 256> code_of_byte{};   // byte -> code point
   std::array<int16_t, 0x144> byte_of_code{};  // code point -> byte, -1 if none
   Tables() {
     byte_of_code.fill(-1);

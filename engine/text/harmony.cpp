@@ -2,9 +2,8 @@
 
 namespace tps {
 
-std::vector<int32_t> render_chat_prompt(
-    const std::string& user, const ChatOptions& o,
-    const std::function<std::vector<int32_t>(const std::string&)>& encode_text) {
+std::vector<int32_t> render_chat_prompt(const std::string& user, const ChatOptions& o,
+                                        const std::function<std::vector<int32_t>(const std::string&)>& encode_text) {
   using namespace harmony;
   std::vector<int32_t> out;
   auto text = [&](const std::string& s) {
@@ -19,8 +18,7 @@ std::vector<int32_t> render_chat_prompt(
     out.push_back(kEnd);
   };
   // The harmony renderer's default system content (spec §6.3).
-  std::string system =
-      "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06";
+  std::string system = "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06";
   if (!o.current_date.empty()) system += "\nCurrent date: " + o.current_date;
   system += "\n\nReasoning: " + o.reasoning +
             "\n\n# Valid channels: analysis, commentary, final. Channel must be included for "
@@ -33,9 +31,7 @@ std::vector<int32_t> render_chat_prompt(
   return out;
 }
 
-bool is_stop_token(int32_t id) {
-  return id == harmony::kReturn || id == harmony::kCall || id == harmony::kEndOfText;
-}
+bool is_stop_token(int32_t id) { return id == harmony::kReturn || id == harmony::kCall || id == harmony::kEndOfText; }
 
 HarmonyStream::Step HarmonyStream::push(int32_t id, const std::string& piece) {
   using namespace harmony;
@@ -48,16 +44,11 @@ HarmonyStream::Step HarmonyStream::push(int32_t id, const std::string& piece) {
       state_ = State::channel_name;
       channel_.clear();
       return {Part::control, {}};
-    case kMessage:
-      state_ = State::content;
-      return {Part::control, {}};
+    case kMessage: state_ = State::content; return {Part::control, {}};
     case kEnd:
     case kReturn:
-    case kCall:
-      state_ = State::header;
-      return {Part::control, {}};
-    default:
-      break;
+    case kCall: state_ = State::header; return {Part::control, {}};
+    default: break;
   }
   if (state_ == State::channel_name) {
     channel_ += piece;

@@ -24,7 +24,7 @@ constexpr int32_t kCall = 200012;
 }  // namespace harmony
 
 struct ChatOptions {
-  std::string developer;  // instructions (a developer message), optional
+  std::string developer;             // instructions (a developer message), optional
   std::string reasoning = "medium";  // low | medium | high
   std::string current_date;          // "YYYY-MM-DD", optional
 };
@@ -33,8 +33,7 @@ struct ChatOptions {
 // user message, and "<|start|>assistant" -- each text piece encoded on its own
 // with special tokens NOT parsed (a prompt cannot inject control tokens).
 std::vector<int32_t> render_chat_prompt(const std::string& user, const ChatOptions& options,
-                                        const std::function<std::vector<int32_t>(const std::string&)>&
-                                            encode_text);
+                                        const std::function<std::vector<int32_t>(const std::string&)>& encode_text);
 
 // Tokens that end the assistant's turn during generation: <|return|> and
 // <|call|> (harmony), and <|endoftext|> (EOS-like, as llama.cpp treats it).

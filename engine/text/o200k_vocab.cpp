@@ -62,8 +62,9 @@ std::string harmony_special_name(uint32_t id) {
 Vocab build_o200k_harmony_vocab(const std::string& path) {
   std::ifstream in(path);
   if (!in)
-    throw InputError(cat(path, ": cannot read the o200k ranks (run scripts/install-deps, which "
-                               "installs the npm package tiktoken)"));
+    throw InputError(cat(path,
+                         ": cannot read the o200k ranks (run scripts/install-deps, which "
+                         "installs the npm package tiktoken)"));
   std::stringstream buffer;
   buffer << in.rdbuf();
   std::string ranks_text;
@@ -121,9 +122,8 @@ Vocab build_o200k_harmony_vocab(const std::string& path) {
       auto l = rank_of.find(t.substr(0, i)), rr = rank_of.find(t.substr(i));
       if (l != rank_of.end() && rr != rank_of.end()) splits.push_back({l->second, rr->second});
     }
-    std::sort(splits.begin(), splits.end(), [](const Split& a, const Split& b) {
-      return a.left != b.left ? a.left < b.left : a.right < b.right;
-    });
+    std::sort(splits.begin(), splits.end(),
+              [](const Split& a, const Split& b) { return a.left != b.left ? a.left < b.left : a.right < b.right; });
     for (const Split& s : splits) v.merges.push_back(v.tokens[s.left] + " " + v.tokens[s.right]);
   }
   return v;

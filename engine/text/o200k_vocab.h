@@ -11,9 +11,9 @@
 namespace tps {
 
 struct Vocab {
-  std::vector<std::string> tokens;    // tokenizer.ggml.tokens: GPT-2 byte-level text
-  std::vector<int32_t> token_types;   // tokenizer.ggml.token_type: 1 normal, 3 control
-  std::vector<std::string> merges;    // tokenizer.ggml.merges: "A B", by priority
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens: GPT-2 byte-level text
+  std::vector<int32_t> token_types;  // tokenizer.ggml.token_type: 1 normal, 3 control
+  std::vector<std::string> merges;   // tokenizer.ggml.merges: "A B", by priority
   uint32_t bos = 199998, eos = 200002, pad = 199999;
 };
 

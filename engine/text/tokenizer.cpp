@@ -7,8 +7,8 @@
 #include <limits>
 #include <queue>
 
-#include "engine/text/byte_level.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/text/byte_level.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -56,8 +56,7 @@ struct Tokenizer::Regex {
     code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
     if (!code)
-      throw Error(cat("tokenizer: cannot compile the split pattern at offset ", offset, ": ",
-                      pcre2_message(err)));
+      throw Error(cat("tokenizer: cannot compile the split pattern at offset ", offset, ": ", pcre2_message(err)));
     // Without JIT support in the library pcre2_match interprets the pattern:
     // the same matches, only slower.
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -92,8 +91,8 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
     }
     std::optional<std::string> raw = vocab_text_to_bytes(tokens[i]);
     if (!raw)
-      throw InputError(cat("tokenizer.ggml.tokens[", i, "] is not GPT-2 byte-level text (type ",
-                           type, "): not a byte-level BPE vocabulary"));
+      throw InputError(cat("tokenizer.ggml.tokens[", i, "] is not GPT-2 byte-level text (type ", type,
+                           "): not a byte-level BPE vocabulary"));
     bytes_[i] = std::move(*raw);
     // Unknown, unused and byte tokens decode, but encoding never makes them.
     if (type == kTypeNormal) {
@@ -103,16 +102,15 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
   }
   for (const auto& [text, id] : special_) {
     special_start_[static_cast<unsigned char>(text[0])] = true;
-    if (std::find(special_lengths_.begin(), special_lengths_.end(), text.size()) ==
-        special_lengths_.end())
+    if (std::find(special_lengths_.begin(), special_lengths_.end(), text.size()) == special_lengths_.end())
       special_lengths_.push_back(text.size());
   }
   std::sort(special_lengths_.rbegin(), special_lengths_.rend());
   for (int b = 0; b < 256; ++b) {
     auto it = id_of_bytes_.find(std::string(1, static_cast<char>(b)));
     if (it == id_of_bytes_.end())
-      throw InputError(cat("tokenizer: the vocabulary has no ordinary token for byte ", b,
-                           " (not a byte-level BPE vocabulary)"));
+      throw InputError(
+          cat("tokenizer: the vocabulary has no ordinary token for byte ", b, " (not a byte-level BPE vocabulary)"));
     byte_token_[b] = it->second;
   }
 
@@ -131,8 +129,7 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
     joined.assign(left_text).append(right_text);
     auto result = id_of_text.find(joined);
     // A merge whose pieces or product are not tokens can never apply.
-    if (left == id_of_text.end() || right == id_of_text.end() || result == id_of_text.end())
-      continue;
+    if (left == id_of_text.end() || right == id_of_text.end() || result == id_of_text.end()) continue;
     uint32_t& rank = rank_of_token[result->second];
     if (rank == kNoMerge) rank = static_cast<uint32_t>(r);
     merges_.emplace(pair_key(left->second, right->second), Merge{rank, result->second});
@@ -160,8 +157,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
 
 const std::string& Tokenizer::token_bytes(int32_t id) const {
   if (id < 0 || id >= vocab_size())
-    throw InputError(cat("token id ", id, " is outside the vocabulary of ", vocab_size(),
-                         " tokens (ids 0..", vocab_size() - 1, ")"));
+    throw InputError(cat("token id ", id, " is outside the vocabulary of ", vocab_size(), " tokens (ids 0..",
+                         vocab_size() - 1, ")"));
   return bytes_[id];
 }
 
@@ -192,17 +189,14 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
     uint32_t rank;
     int left;
     int32_t left_id, right_id, result;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : left > o.left;
-    }
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto consider = [&](int left) {
     if (left < 0 || parts[left].next < 0) return;
     const int right = parts[left].next;
     auto it = merges_.find(pair_key(parts[left].id, parts[right].id));
-    if (it != merges_.end())
-      heap.push({it->second.rank, left, parts[left].id, parts[right].id, it->second.result});
+    if (it != merges_.end()) heap.push({it->second.rank, left, parts[left].id, parts[right].id, it->second.result});
   };
   for (size_t i = 0; i + 1 < piece.size(); ++i) consider(static_cast<int>(i));
   while (!heap.empty()) {
@@ -235,8 +229,7 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
       start = ov[0], end = ov[1];
     } else if (rc != PCRE2_ERROR_NOMATCH) {
-      throw Error(cat("tokenizer: splitting failed at byte ", pos, " of ", text.size(), ": ",
-                      pcre2_message(rc)));
+      throw Error(cat("tokenizer: splitting failed at byte ", pos, " of ", text.size(), ": ", pcre2_message(rc)));
     }
     // Valid UTF-8 is always matched (the alternatives cover every character),
     // so what the match skipped is a run of invalid bytes: a piece of its own.
@@ -250,8 +243,7 @@ std::optional<Tokenizer::Special> Tokenizer::special_at(std::string_view text, s
   if (!special_start_[static_cast<unsigned char>(text[at])]) return std::nullopt;
   for (size_t length : special_lengths_) {  // longest first
     if (length > text.size() - at) continue;
-    if (auto it = special_.find(text.substr(at, length)); it != special_.end())
-      return Special{it->second, length};
+    if (auto it = special_.find(text.substr(at, length)); it != special_.end()) return Special{it->second, length};
   }
   return std::nullopt;
 }

@@ -91,9 +91,9 @@ class Tokenizer {
   std::vector<uint8_t> control_;                               // id -> control/user-defined
   std::unordered_map<std::string_view, int32_t> id_of_bytes_;  // ordinary tokens
   std::unordered_map<std::string_view, int32_t> special_;      // control token text -> id
-  std::vector<size_t> special_lengths_;    // distinct lengths of special_'s keys, longest first
-  std::array<bool, 256> special_start_{};  // first bytes of special_'s keys
-  std::unordered_map<uint64_t, Merge> merges_;  // (left << 32 | right) -> merge
+  std::vector<size_t> special_lengths_;                        // distinct lengths of special_'s keys, longest first
+  std::array<bool, 256> special_start_{};                      // first bytes of special_'s keys
+  std::unordered_map<uint64_t, Merge> merges_;                 // (left << 32 | right) -> merge
   std::array<int32_t, 256> byte_token_{};
   struct Regex;
   std::unique_ptr<Regex> regex_;

@@ -54,15 +54,18 @@ size_t touch_metadata(const tps::GgufFile& f, const tps::MetaEntry& e) {
 size_t touch_tensor(const tps::GgufFile& f, const tps::TensorView& t) {
   size_t sink = t.data[0] + t.data[t.bytes - 1] + (f.find_tensor(t.name) == &t);
   switch (t.type) {
-    case tps::GgmlType::F32: case tps::GgmlType::F16: case tps::GgmlType::BF16:
-    case tps::GgmlType::Q8_0: case tps::GgmlType::Q4_0: case tps::GgmlType::MXFP4: {
+    case tps::GgmlType::F32:
+    case tps::GgmlType::F16:
+    case tps::GgmlType::BF16:
+    case tps::GgmlType::Q8_0:
+    case tps::GgmlType::Q4_0:
+    case tps::GgmlType::MXFP4: {
       std::vector<float> row(t.ne[0]);  // a row fits in the input, so it is small
       tps::dequantize_row(t.type, t.data, row.data(), row.size());
       sink += row[0] != 0;
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return sink;
 }
