@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/clock.h"
@@ -69,6 +70,9 @@ struct Exchange::Impl {
   uint64_t epoch = 0;
   // mpi
   std::vector<float> gathered;  // [ranks][n]
+  // posted receives, by handle
+  std::unordered_map<int, MPI_Request> posted;
+  int next_handle = 0;
 };
 
 Exchange::Exchange() : impl_(std::make_unique<Impl>()) {}
@@ -97,22 +101,30 @@ Exchange::Exchange(const MpiSession& mpi, const std::string& want, size_t max_fl
   // first touched by itself, so it lies on the rank's own NUMA node.
   Impl& s = *impl_;
   s.slot_floats = max_floats;
-  const MPI_Aint bytes = static_cast<MPI_Aint>(kFlagBytes + 2 * max_floats * sizeof(float));
+  // Open MPI's window need not start on a cache line (UBSan saw one 8 bytes
+  // past): each part starts at its first 64-byte boundary, which every
+  // process finds at the same offset (the segment is mapped page-aligned).
+  const size_t part = kFlagBytes + 2 * max_floats * sizeof(float);
+  const MPI_Aint bytes = static_cast<MPI_Aint>(part + kFlagBytes);
+  auto line_aligned = [](void* p) {
+    return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kFlagBytes - 1) & ~uintptr_t{kFlagBytes - 1});
+  };
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   void* mine = nullptr;
   MPI_Win_allocate_shared(bytes, 1, info, mpi.node(), &mine, &s.window);
   MPI_Info_free(&info);
-  new (mine) Flag{};
-  std::memset(static_cast<uint8_t*>(mine) + kFlagBytes, 0, bytes - kFlagBytes);
+  uint8_t* own = line_aligned(mine);
+  new (own) Flag{};
+  std::memset(own + kFlagBytes, 0, part - kFlagBytes);
   MPI_Barrier(mpi.node());
   for (int r = 0; r < size_; ++r) {
     MPI_Aint size = 0;
     int unit = 0;
     void* base = nullptr;
     MPI_Win_shared_query(s.window, r, &size, &unit, &base);
-    auto* p = static_cast<uint8_t*>(base);
+    uint8_t* p = line_aligned(base);
     s.flags.push_back(reinterpret_cast<Flag*>(p));
     s.slots[0].push_back(reinterpret_cast<float*>(p + kFlagBytes));
     s.slots[1].push_back(reinterpret_cast<float*>(p + kFlagBytes) + max_floats);
@@ -189,6 +201,25 @@ void Exchange::recv(void* data, size_t bytes, int from) {
   if (transport_ == Transport::solo) throw Error("Exchange::recv: a rank alone has no one to hear from");
   Timed timed(stats_, 0);
   MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, from, 0, impl_->comm, MPI_STATUS_IGNORE);
+}
+
+int Exchange::post_recv(void* data, size_t max_bytes, int from) {
+  if (transport_ == Transport::solo) throw Error("Exchange::post_recv: a rank alone has no one to hear from");
+  const int handle = impl_->next_handle++;
+  MPI_Irecv(data, static_cast<int>(max_bytes), MPI_BYTE, from, 0, impl_->comm, &impl_->posted[handle]);
+  return handle;
+}
+
+size_t Exchange::wait_recv(int handle) {
+  Timed timed(stats_, 0);
+  auto it = impl_->posted.find(handle);
+  if (it == impl_->posted.end()) throw Error(cat("Exchange::wait_recv: no receive ", handle, " was posted"));
+  MPI_Status status;
+  MPI_Wait(&it->second, &status);
+  impl_->posted.erase(it);
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  return static_cast<size_t>(bytes);
 }
 
 void Exchange::barrier() {

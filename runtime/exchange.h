@@ -50,6 +50,13 @@ class Exchange {
   void broadcast(void* data, size_t bytes, int root);
   void send(const void* data, size_t bytes, int to);
   void recv(void* data, size_t bytes, int from);
+  // A receive posted now and finished by wait_recv: a rank that may be busy
+  // sending when a message for it comes (a pipeline's first rank, sending the
+  // next step while the last one sends back the tokens of the one before)
+  // posts it first, so neither waits for the other. Up to max_bytes; returns
+  // a handle for wait_recv, which returns the bytes that came.
+  int post_recv(void* data, size_t max_bytes, int from);
+  size_t wait_recv(int handle);
   void barrier();
 
   // Time spent inside the calls above (waiting for other ranks included) and
