@@ -1,6 +1,6 @@
 // The matrix kernels as the forward pass runs them (matmul_rows over the
 // rows of a weight matrix, handed to a pool's threads in chunks like
-// Session::parallel_rows), for every instruction set this CPU runs x every
+// run_products), for every instruction set this CPU runs x every
 // weight format x shapes of gpt-oss-20b:
 //   decode  (1 token):  q projection 4096x2880, expert 2880x2880, a slice of
 //                       the output head 16384x2880 (the whole head is
@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/matmul.h"
 #include "engine/model/weights.h"
-#include "engine/step/kv_cache.h"
+#include "engine/step/kv_pool.h"
 #include "runtime/error.h"
 #include "runtime/page_buffer.h"
 #include "runtime/thread_pool.h"
@@ -177,20 +178,27 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
 
 // A decode step's attention in one layer of gpt-oss-20b: 64 query heads over
 // 8 KV heads of 64 dimensions, at `positions` cached positions, the KV heads
-// (each with its 8 query heads) split across the threads as Session does.
+// (each with its 8 query heads) split across the threads as the forward
+// pass does, the positions in blocks in pool order.
 // Reported: KV GB/s (the keys and values of the layer, counted once).
 void bm_attention(benchmark::State& state, Isa isa, int positions, int threads) {
   const KernelSet& kernels = kernel_set(isa);
   constexpr int kHeads = 64, kKvHeads = 8, kDim = 64;
   ThreadPool& pool = ctx->pool(threads);
-  LayerCache cache(positions, kKvHeads, kDim);
+  ModelConfig config;
+  config.n_layer = 1, config.n_head_kv = kKvHeads, config.head_dim = kDim, config.swa_pattern = 1;
+  Shard shard;
+  shard.share.layers = {0, 1}, shard.share.kv_heads = {0, kKvHeads};
+  KvPool cache(config, shard, blocks_for(positions), 0);
+  std::vector<int32_t> table(blocks_for(positions));
+  std::iota(table.begin(), table.end(), 0);
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> k(kKvHeads * kDim), v(kKvHeads * kDim), q(kHeads * kDim), out(kHeads * kDim);
   for (int p = 0; p < positions; ++p) {
     for (float& x : k) x = normal(rng);
     for (float& x : v) x = normal(rng);
-    cache.store(p, k.data(), v.data());
+    cache.store(0, p / kKvBlock, p % kKvBlock, k.data(), v.data());
   }
   for (float& x : q) x = normal(rng);
   constexpr int kGroup = kHeads / kKvHeads;
@@ -200,8 +208,8 @@ void bm_attention(benchmark::State& state, Isa isa, int positions, int threads) 
     pool.run([&](int t, int nt) {
       auto [begin, end] = ThreadPool::split(kKvHeads, t, nt);
       for (int64_t g = begin; g < end; ++g)
-        cache.attend(kernels, q.data() + g * kGroup * kDim, kGroup, static_cast<int>(g), 0, positions - 1, 0.125f,
-                     sinks.data(), scores[t].data(), out.data() + g * kGroup * kDim);
+        cache.attend(kernels, 0, table, 0, q.data() + g * kGroup * kDim, kGroup, static_cast<int>(g), 0, positions - 1,
+                     0.125f, sinks.data(), scores[t].data(), out.data() + g * kGroup * kDim);
     });
     benchmark::DoNotOptimize(out.data());
   }

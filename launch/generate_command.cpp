@@ -1,12 +1,15 @@
 #include "launch/generate_command.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engine/text/generated_text.h"
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
-#include "launch/sequence.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/process.h"
@@ -14,104 +17,153 @@
 namespace tps {
 namespace {
 
+// The prompts: -p, or the lines of --prompts-file (empty lines skipped).
+std::vector<std::string> read_prompts(const RunOptions& o) {
+  if (o.prompts_file.empty()) {
+    if (o.prompt.empty()) throw InputError("-p: the prompt is empty");
+    return {o.prompt};
+  }
+  std::ifstream in(o.prompts_file);
+  if (!in) throw InputError(cat(o.prompts_file, ": cannot read the prompts"));
+  std::vector<std::string> prompts;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) prompts.push_back(line);
+  if (prompts.empty()) throw InputError(cat(o.prompts_file, ": no prompts (one per line)"));
+  return prompts;
+}
+
+// The prompt's tokens: the text as is (control tokens parsed), or rendered
+// as a harmony chat with --chat.
+std::vector<int32_t> encode_prompt(const RunOptions& o, const Tokenizer& tokenizer, const std::string& text) {
+  if (!o.chat) return tokenizer.encode(text, true);
+  return render_chat_prompt(text, ChatOptions{"", o.reasoning, ""},
+                            [&](const std::string& s) { return tokenizer.encode(s); });
+}
+
+// One sequence as rank 0 follows it.
+struct Followed {
+  Followed(int i, std::vector<int32_t> p, const TextOptions& t) : index(i), prompt(std::move(p)), text(t) {}
+  int index;  // in the order given
+  std::vector<int32_t> prompt;
+  GeneratedText text;
+  std::string shown;                        // the text so far
+  int reused = 0;                           // prompt tokens from the prefix cache
+  double first_token = -1, last_token = 0;  // seconds since the start
+  nlohmann::json logprobs = nlohmann::json::array();
+};
+
 nlohmann::json logprob_json(const Pick& p) {
   nlohmann::json top = nlohmann::json::array();
   for (int i = 0; i < p.n_top; ++i) top.push_back({p.top[i].id, p.top[i].logprob});
   return {{"id", p.id}, {"logprob", p.logprob}, {"top", top}};
 }
 
-// Per rank, gathered on every rank: what the summary line and --json report.
-struct RankStats {
-  int numa_node;
-  double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, peak_rss_mib;
-  Session::Timings decode;  // seconds by part of the forward pass, decode steps only
-};
-
-nlohmann::json parts_json(const Session::Timings& t) {
+nlohmann::json parts_json(const StepTimings& t) {
   return {{"qkv_projection", t.qkv}, {"attention", t.attention}, {"output_projection", t.output_proj},
           {"router", t.router},      {"experts", t.experts},     {"logits", t.logits},
           {"exchange", t.exchange}};
 }
+
+StepTimings minus(StepTimings a, const StepTimings& b) {
+  a.qkv -= b.qkv, a.attention -= b.attention, a.output_proj -= b.output_proj, a.router -= b.router;
+  a.experts -= b.experts, a.logits -= b.logits, a.exchange -= b.exchange;
+  return a;
+}
+
+double round_to(double v, double unit) { return static_cast<int64_t>(v / unit) * unit; }
+
+// Per rank, gathered on every rank: what the summary line and --json report.
+struct RankStats {
+  int numa_node;
+  double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, peak_rss_mib, kv_bytes;
+  StepTimings decode;  // seconds by part of the forward pass after the first token
+};
 
 }  // namespace
 
 int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
   SamplerParams sp = o.sampler;
   validate(sp);
-  if (o.max_tokens < 0) throw InputError(cat("-n ", o.max_tokens, ": expected >= 0"));
-  if (o.prompt.empty()) throw InputError("-p: the prompt is empty");
-  const bool root = mpi.rank() == 0;
+  if (o.max_tokens < 1) throw InputError(cat("-n ", o.max_tokens, ": expected at least 1 token"));
+  const std::vector<std::string> prompts = read_prompts(o);
+  const int n_seq = o.prompts_file.empty() ? o.parallel : static_cast<int>(prompts.size());
+  const bool root = mpi.rank() == 0, one = n_seq == 1;
 
   RankRun r(o, mpi, setup, Clock::now());
   const Model& m = r.model;
-  // One seed for every rank: rank 0's, random unless given.
+  // One seed for every rank: rank 0's, random unless given. Sequence i
+  // samples with seed + i.
   if (!o.seed_given) sp.seed = std::random_device{}();
   r.exchange.broadcast(&sp.seed, sizeof sp.seed, 0);
+  Generator gen(m, r.pool, r.exchange, r.generator_options(o));
+  if (root) {
+    const SchedulerOptions& so = gen.scheduler().options();
+    log_info("KV pool: ", so.full_blocks * kKvBlock, " positions (", so.full_blocks, " blocks of ", kKvBlock, ") and ",
+             so.sliding_blocks, " sliding-window blocks, ", static_cast<int64_t>(gen.kv().bytes() / 1e6),
+             " MB on each rank; up to ", so.max_sequences, " sequence(s) at once, ", so.max_tokens, " tokens a step");
+  }
 
-  Sequence seq(o, encode_prompt(o, m.tokenizer, o.prompt));
-  const std::vector<int32_t>& prompt = seq.prompt();
-  if (static_cast<int>(prompt.size()) > o.ctx)
-    throw InputError(cat("the prompt is ", prompt.size(), " tokens, longer than the context of ", o.ctx,
-                         " (use --ctx, up to ", m.config.n_ctx_train, ")"));
+  std::map<int, Followed> seqs;  // rank 0, by the generator's id
+  int prompt_tokens = 0;
+  if (root)
+    for (int i = 0; i < n_seq; ++i) {
+      Followed f(i, encode_prompt(o, m.tokenizer, prompts[i % prompts.size()]),
+                 TextOptions{o.max_tokens, o.chat, o.show_analysis});
+      prompt_tokens += static_cast<int>(f.prompt.size());
+      SequenceParams params{sp, o.max_tokens, o.top_logprobs};
+      params.sampler.seed = sp.seed + static_cast<uint64_t>(i);
+      const int id = gen.add(f.prompt, params);
+      seqs.emplace(id, std::move(f));
+    }
 
-  Session session(m, r.session_options(o, o.ctx), r.pool, r.exchange);
-  Sampler sampler(sp);
-
-  auto t0 = Clock::now();
-  std::vector<float> logits;
-  session.forward(prompt, false, logits);
-  const double prefill_s = seconds_since(t0);
-  const Session::Timings prefill_parts = session.timings();
-
-  nlohmann::json logprobs = nlohmann::json::array();
-  std::string generated_text;
-  double ttft = 0, sampling_s = 0;
-  auto t1 = Clock::now();
-  session.reset_timings();  // from here on: decode steps only
-  r.exchange.reset_stats();
-  while (!seq.done()) {
-    auto ts = Clock::now();
-    const Pick p = pick(r, logits, sampler, o.top_logprobs);
-    sampling_s += seconds_since(ts);
-    if (seq.generated().empty()) ttft = seconds_since(t0);
-    if (o.top_logprobs > 0) logprobs.push_back(logprob_json(p));
-    const std::string printable = seq.accept(p.id, m.tokenizer);
-    generated_text += printable;
-    if (!o.json && root) {
-      std::fwrite(printable.data(), 1, printable.size(), stdout);
+  // One sequence streams its text and splits its time into the prompt's
+  // (until the first token) and the decode's; the parts of the forward pass
+  // and the exchange's time are counted from the first token on.
+  const Clock::time_point t0 = Clock::now();
+  Generator::Events events;
+  events.token = [&](int id, const Pick& p) {
+    Followed& f = seqs.at(id);
+    const double now = seconds_since(t0);
+    if (f.first_token < 0) {
+      f.first_token = now;
+      f.reused = gen.scheduler().sequence(id).reused;
+    }
+    f.last_token = now;
+    if (o.top_logprobs > 0) f.logprobs.push_back(logprob_json(p));
+    const std::string shown = f.text.accept(p.id, m.tokenizer);
+    f.shown += shown;
+    if (one && !o.json) {
+      std::fwrite(shown.data(), 1, shown.size(), stdout);
       std::fflush(stdout);
     }
-    if (seq.done()) break;
-    if (session.position() >= session.context()) {
-      seq.finish("context full");
-      break;
-    }
-    session.forward(std::vector<int32_t>{p.id}, false, logits);
-  }
-  const double decode_s = seconds_since(t1);
-  const std::vector<int32_t>& out = seq.generated();
-  const std::string& stop = seq.stop();
-  std::string tail = seq.flush();
-  generated_text += tail;
-  const int n_gen = static_cast<int>(out.size());
-  // Decode speed counts the forward steps after the first token.
-  const int steps = std::max(n_gen - 1, 1);
-  const double decode_tps = n_gen > 1 ? (n_gen - 1) / std::max(decode_s, 1e-9) : 0;
-  const double prefill_tps = prompt.size() / std::max(prefill_s, 1e-9);
+    return !f.text.done();
+  };
+  events.context_full = [&](int id) { seqs.at(id).text.finish("context full"); };
+  events.waiting = [&](int id, const std::string& why) { log_info("sequence ", seqs.at(id).index, " waits: ", why); };
+  events.between_steps = [](bool idle) { return !idle; };
+  gen.run(events);
+  const double seconds = seconds_since(t0);
 
+  // From the first token on, on every rank: the decode's share.
+  const Generator::Stats& gs = gen.stats();
   const RankStats mine{r.numa_node,
                        static_cast<double>(m.weights.memory.size()),
                        r.on_node,
                        static_cast<double>(decode_bytes_per_token(m.weights.views, m.config, m.shard)),
-                       r.exchange.stats().seconds,
+                       r.exchange.stats().seconds - gs.exchange_at_first_token,
                        peak_rss_mib(),
-                       session.timings()};
+                       static_cast<double>(gen.kv().bytes()),
+                       minus(gen.timings(), gs.timings_at_first_token)};
   std::vector<RankStats> all(mpi.size());
   r.exchange.all_gather(&mine, all.data(), sizeof mine);
   if (!root) return 0;
 
-  double bytes_per_token = 0, exchange_max = 0;
+  int generated = 0;
+  for (auto& [id, f] : seqs) generated += static_cast<int>(f.text.generated().size());
+  nlohmann::json step_tokens = nlohmann::json::object();
+  for (auto [tokens, count] : gs.step_tokens) step_tokens[std::to_string(tokens)] = count;
   nlohmann::json ranks = nlohmann::json::array();
+  double bytes_per_token = 0, exchange_max = 0;
   for (int q = 0; q < mpi.size(); ++q) {
     const RankStats& x = all[q];
     bytes_per_token += x.decode_bytes_per_token;
@@ -120,55 +172,99 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                      {"numa_node", x.numa_node},
                      {"weight_bytes", x.weight_bytes},
                      {"weight_pages_on_node", x.on_node},
+                     {"kv_bytes", x.kv_bytes},
                      {"decode_weight_bytes_per_token", x.decode_bytes_per_token},
-                     {"exchange_seconds_per_token", x.exchange_seconds / steps},
+                     {"decode_exchange_seconds", x.exchange_seconds},
                      {"peak_rss_mib", x.peak_rss_mib},
                      {"decode_seconds_by_part", parts_json(x.decode)}});
   }
-  if (o.json) {
-    nlohmann::json j = {{"model", o.model},
-                        {"prompt_tokens", prompt.size()},
-                        {"prompt_ids", prompt},
-                        {"prefill_tokens_per_s", prefill_tps},
-                        {"time_to_first_token_s", ttft},
-                        {"generated_tokens", n_gen},
-                        {"generated_ids", out},
-                        {"text", generated_text},
-                        {"decode_tokens_per_s", decode_tps},
-                        {"decode_weight_bytes_per_token", bytes_per_token},
-                        {"stop", stop},
-                        {"seed", sp.seed},
-                        {"split", split_mode_name(m.shard.mode)},
-                        {"ranks", mpi.size()},
-                        {"exchange", transport_name(r.exchange.transport())},
-                        {"threads", setup.binding.threads},
-                        {"kernels", isa_name(best_kernel_set().isa)},
-                        {"load_seconds", r.load_seconds},
-                        {"decode_seconds", decode_s},
-                        {"prefill_seconds", prefill_s},
-                        {"peak_rss_mib", peak_rss_mib()},
-                        {"per_rank", ranks}};
-    if (o.top_logprobs > 0) j["logprobs"] = logprobs;
-    j["prefill_seconds_by_part"] = parts_json(prefill_parts);
-    j["decode_seconds_by_part"] = parts_json(session.timings());
-    j["decode_seconds_by_part"]["sampling"] = sampling_s;
-    print_json(j);
-  } else {
+  nlohmann::json j = {{"model", o.model},
+                      {"split", split_mode_name(m.shard.mode)},
+                      {"ranks", mpi.size()},
+                      {"exchange", transport_name(r.exchange.transport())},
+                      {"threads", setup.binding.threads},
+                      {"kernels", isa_name(best_kernel_set().isa)},
+                      {"seed", sp.seed},
+                      {"load_seconds", r.load_seconds},
+                      {"prompt_tokens", prompt_tokens},
+                      {"generated_tokens", generated},
+                      {"seconds", seconds},
+                      {"steps", gs.steps},
+                      {"step_tokens", step_tokens},
+                      {"decode_weight_bytes_per_token", bytes_per_token},
+                      {"peak_rss_mib", peak_rss_mib()},
+                      {"per_rank", ranks}};
+  if (one) {
+    Followed& f = seqs.begin()->second;
+    const std::string tail = f.text.flush();
+    f.shown += tail;
+    const int n_gen = static_cast<int>(f.text.generated().size());
+    const double decode_s = seconds - f.first_token;
+    const double decode_tps = n_gen > 1 ? (n_gen - 1) / std::max(decode_s, 1e-9) : 0;
+    const double prefill_tps = f.prompt.size() / std::max(f.first_token, 1e-9);
+    // Exchange time per decode step, the slowest rank's.
+    const int steps = std::max(n_gen - 1, 1);
+    if (o.json) {
+      j.update({{"prompt_ids", f.prompt},
+                {"prefill_tokens_per_s", prefill_tps},
+                {"time_to_first_token_s", f.first_token},
+                {"generated_ids", f.text.generated()},
+                {"text", f.shown},
+                {"decode_tokens_per_s", decode_tps},
+                {"stop", f.text.stop()},
+                {"decode_seconds", decode_s},
+                {"prefill_seconds", f.first_token},
+                {"prefill_seconds_by_part", parts_json(gs.timings_at_first_token)},
+                {"decode_seconds_by_part", parts_json(minus(gen.timings(), gs.timings_at_first_token))}});
+      j["decode_seconds_by_part"]["sampling"] = gs.sampling_seconds - gs.sampling_at_first_token;
+      for (auto& rank : j["per_rank"])
+        rank["exchange_seconds_per_token"] = rank["decode_exchange_seconds"].get<double>() / steps;
+      if (o.top_logprobs > 0) j["logprobs"] = f.logprobs;
+      print_json(j);
+      return 0;
+    }
     std::fwrite(tail.data(), 1, tail.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    if (o.top_logprobs > 0)
-      for (size_t i = 0; i < logprobs.size(); ++i) log_info("token ", i, ": ", logprobs[i].dump());
+    for (size_t i = 0; i < f.logprobs.size(); ++i) log_info("token ", i, ": ", f.logprobs[i].dump());
     std::string exchange;
     if (mpi.size() > 1)
       exchange = cat("; ", mpi.size(), " ranks (", split_mode_name(m.shard.mode), " split, ",
                      transport_name(r.exchange.transport()), " exchange: up to ",
-                     cat(static_cast<int>(exchange_max / steps * 1e5) / 100.0), " ms per token)");
-    log_info("prompt ", prompt.size(), " tokens at ", cat(static_cast<int>(prefill_tps * 10) / 10.0),
-             " tok/s; first token after ", cat(static_cast<int>(ttft * 1000)), " ms; generated ", n_gen, " tokens at ",
-             cat(static_cast<int>(decode_tps * 100) / 100.0), " tok/s (", stop, "); ", setup.binding.threads,
-             " thread(s) per rank", exchange, "; peak RSS ", cat(static_cast<int>(peak_rss_mib())), " MiB");
+                     round_to(exchange_max / steps * 1e3, 0.01), " ms per token)");
+    log_info("prompt ", f.prompt.size(), " tokens at ", round_to(prefill_tps, 0.1), " tok/s; first token after ",
+             static_cast<int>(f.first_token * 1000), " ms; generated ", n_gen, " tokens at ",
+             round_to(decode_tps, 0.01), " tok/s (", f.text.stop(), "); ", setup.binding.threads, " thread(s) per rank",
+             exchange, "; peak RSS ", static_cast<int>(peak_rss_mib()), " MiB");
+    return 0;
   }
+
+  const double throughput = generated / std::max(seconds, 1e-9);
+  nlohmann::json sequences = nlohmann::json::array();
+  std::string text;
+  for (auto& [id, f] : seqs) {
+    const std::string t = f.shown + f.text.flush();
+    sequences.push_back({{"prompt_tokens", f.prompt.size()},
+                         {"reused_prompt_tokens", f.reused},
+                         {"generated_ids", f.text.generated()},
+                         {"text", t},
+                         {"stop", f.text.stop()},
+                         {"time_to_first_token_s", f.first_token},
+                         {"seconds", f.last_token}});
+    if (o.top_logprobs > 0) sequences.back()["logprobs"] = f.logprobs;
+    text +=
+        cat("--- sequence ", f.index, " (", f.text.generated().size(), " tokens, ", f.text.stop(), ") ---\n", t, "\n");
+  }
+  if (o.json) {
+    j.update({{"parallel", o.parallel}, {"throughput_tokens_per_s", throughput}, {"sequences", sequences}});
+    print_json(j);
+    return 0;
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  log_info(n_seq, " sequences (", o.parallel, " at once): ", prompt_tokens, " prompt tokens, ", generated,
+           " generated in ", round_to(seconds, 0.01), " s: ", round_to(throughput, 0.01), " tok/s in all, ", gs.steps,
+           " steps; ", mpi.size(), " rank(s), ", split_mode_name(m.shard.mode), " split, ", setup.binding.threads,
+           " thread(s) per rank");
   return 0;
 }
 

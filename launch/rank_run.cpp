@@ -80,24 +80,15 @@ SessionOptions RankRun::session_options(const RunOptions& o, int ctx) const {
   return so;
 }
 
-SplitLogits split_logits(RankRun& r, std::span<const float> logits, Exchange& alone) {
-  if (r.pipeline()) return SplitLogits{logits, 0, r.model.config.n_vocab, alone};
-  return SplitLogits{logits, r.shard().share.vocab.begin, r.model.config.n_vocab, r.exchange};
-}
-
-Pick pick(RankRun& r, std::span<const float> logits, Sampler& sampler, int top_k) {
-  Pick p;
-  if (!r.pipeline() || r.shard().rank == r.last_rank()) {
-    Exchange alone;
-    const SplitLogits s = split_logits(r, logits, alone);
-    p.id = sampler.sample(s);
-    if (top_k > 0) {
-      p.logprob = logprob_of(s, p.id);
-      for (const TokenLogprob& t : top_logprobs(s, top_k)) p.top[p.n_top++] = t;
-    }
-  }
-  if (r.pipeline()) r.exchange.broadcast(&p, sizeof p, r.last_rank());
-  return p;
+GeneratorOptions RankRun::generator_options(const RunOptions& o) const {
+  GeneratorOptions g;
+  g.max_sequences = o.parallel;
+  g.max_tokens = o.batch;
+  g.context = o.ctx;
+  parse_kv_size(o.kv_size, g.kv_positions, g.kv_bytes);
+  g.prefix_reuse = !o.no_prefix_cache;
+  g.yarn_truncate = o.yarn_truncate;
+  return g;
 }
 
 }  // namespace tps

@@ -6,7 +6,8 @@
 #include <span>
 
 #include "engine/model/model.h"
-#include "engine/step/forward.h"
+#include "engine/sched/generator.h"
+#include "engine/step/session.h"
 #include "launch/rank_setup.h"
 #include "launch/run_options.h"
 #include "runtime/clock.h"
@@ -36,27 +37,7 @@ struct RankRun {
   bool pipeline() const { return shard().mode == SplitMode::layers; }
   int last_rank() const { return shard().ranks - 1; }
   SessionOptions session_options(const RunOptions& options, int ctx) const;
+  GeneratorOptions generator_options(const RunOptions& options) const;
 };
-
-// The most alternatives --top-logprobs reports (a Pick travels between
-// ranks as plain bytes, so its list has a fixed size).
-constexpr int kMaxTopLogprobs = 100;
-
-// A chosen token and, when asked, its log-probability and the top ones.
-struct Pick {
-  int32_t id = -1;
-  float logprob = 0;
-  int n_top = 0;
-  TokenLogprob top[kMaxTopLogprobs];
-};
-
-// Decides the next token on every rank: split inside layers, the ranks
-// decide together from their vocabulary rows; split by layers, the last
-// rank decides alone and tells the others. Collective.
-Pick pick(RankRun& run, std::span<const float> logits, Sampler& sampler, int top_k);
-
-// The SplitLogits of this rank's logits: all ranks' together, or the last
-// rank of a pipeline alone (with `alone`).
-SplitLogits split_logits(RankRun& run, std::span<const float> logits, Exchange& alone);
 
 }  // namespace tps

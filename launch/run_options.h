@@ -2,18 +2,19 @@
 // same on every rank.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
-#include "engine/step/forward.h"
 #include "engine/step/sampler.h"
+#include "engine/step/session.h"
 
 namespace tps {
 
 struct RunOptions {
   std::string model;
   std::string prompt;
-  std::string prompts_file;  // --parallel: one prompt per line
-  int parallel = 1;          // sequences generated together
+  std::string prompts_file;  // one prompt per line, each a sequence
+  int parallel = 1;          // sequences running at once (without a prompts file: sequences of -p)
   int max_tokens = 256;
   SamplerParams sampler;
   bool seed_given = false;
@@ -29,6 +30,13 @@ struct RunOptions {
   std::string exchange = "auto";  // shm, mpi or auto
   bool keep_page_cache = false;   // leave the model file in the page cache
   std::string ids_file;           // score: the token sequence
+  std::string kv_size;            // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
+  bool no_prefix_cache = false;   // never reuse cached prompt prefixes
 };
+
+// --kv-size as GeneratorOptions takes it: "16384" (positions) or "2G",
+// "512M", "64K" (bytes per rank; powers of 1024). Throws InputError naming
+// the flag for anything else.
+void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
 
 }  // namespace tps

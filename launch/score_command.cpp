@@ -41,7 +41,8 @@ int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup
   if (!r.pipeline() || m.shard.rank == r.last_rank()) {
     Exchange alone;
     for (size_t i = 0; i + 1 < ids.size(); ++i) {
-      const SplitLogits row = split_logits(r, std::span<const float>(logits.data() + i * rows, rows), alone);
+      const SplitLogits row = shard_logits(m.shard, m.config.n_vocab,
+                                           std::span<const float>(logits.data() + i * rows, rows), r.exchange, alone);
       nlohmann::json top = nlohmann::json::array();
       for (const TokenLogprob& t : top_logprobs(row, k)) top.push_back({t.id, t.logprob});
       positions.push_back(

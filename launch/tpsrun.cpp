@@ -7,7 +7,6 @@
 #include "engine/kernels/kernel_set.h"
 #include "launch/cli.h"
 #include "launch/generate_command.h"
-#include "launch/parallel_command.h"
 #include "launch/rank_run.h"
 #include "launch/rank_setup.h"
 #include "launch/score_command.h"
@@ -66,15 +65,20 @@ int main(int argc, char** argv) {
                     ->capture_default_str();
   auto* prompt = app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)");
   auto* prompts = app.add_option("--prompts-file", run.prompts_file,
-                                 "with --parallel: prompts, one per line (sequence i takes line i, "
-                                 "cycling)")
+                                 "prompts, one per line: each line is a sequence, arriving in order, "
+                                 "--parallel of them running at once")
                       ->excludes(prompt);
   app.add_option("--parallel", run.parallel,
-                 "generate this many independent sequences at once and print their texts at "
-                 "the end (sequence i samples with seed + i); with --split layers the ranks "
-                 "form a pipeline with several sequences in flight")
+                 "sequences running at once, every step carrying each one's next token (continuous "
+                 "batching); without --prompts-file, this many sequences of -p (sequence i samples "
+                 "with seed + i); their texts are printed at the end")
       ->check(tps::kPositive)
       ->capture_default_str();
+  app.add_option("--kv-size", run.kv_size,
+                 "the KV cache pool of each rank: positions (e.g. 65536) or bytes (e.g. 4G, 512M); "
+                 "default: --ctx x --parallel positions");
+  app.add_flag("--no-prefix-cache", run.no_prefix_cache,
+               "never reuse the keys and values of a prompt prefix computed before");
   app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str();
   app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
   app.add_option("--top-k", run.sampler.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
@@ -140,8 +144,6 @@ int main(int argc, char** argv) {
     if (place->parsed() || tokenize->parsed()) return;
     if (!score->parsed() && prompt->count() == 0 && prompts->count() == 0)
       throw CLI::ValidationError("give a prompt with -p PROMPT, or a subcommand");
-    if (run.parallel > 1 && run.top_logprobs > 0)
-      throw CLI::ValidationError("--top-logprobs works with one sequence, not with --parallel");
     if (model->count() == 0 && !std::filesystem::exists(run.model))
       throw CLI::ValidationError(run.model +
                                  ": no such file; make the default model with `build/bin/tps-mkmodel "
@@ -158,7 +160,6 @@ int main(int argc, char** argv) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;
     if (score->parsed()) return tps::run_score(run, mpi, setup);
-    if (run.parallel > 1 || !run.prompts_file.empty()) return tps::run_parallel(run, mpi, setup);
     return tps::run_generate(run, mpi, setup);
   });
 }

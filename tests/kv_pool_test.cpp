@@ -1,4 +1,5 @@
-// The KV cache's attention against plain loops, and the sliding window's
+// The KV pool's attention against plain loops, over blocks scattered in the
+// pool as a sequence's block table puts them, and the sliding window's
 // boundary.
 #include <gtest/gtest.h>
 
@@ -7,23 +8,39 @@
 
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/layer_math.h"
-#include "engine/step/kv_cache.h"
+#include "engine/step/kv_pool.h"
 
 namespace tps {
 namespace {
 
-// The blocked cache with the scalar kernels gives the plain loops' bits:
-// scores summed over the dimensions in order, values over the positions in
-// order; every other instruction set the same within rounding. For each of
-// the query heads of a kv head (5: the vector kernels' 4 at once and one
-// more), head sizes with and without partial vectors, windows across the
-// ring's wrap, runs that start and end inside key blocks, and more
-// positions than one pass of values.
-TEST(KvCache, AttentionIsThePlainLoopIsThePlainLoop) {
+// One layer of kv_heads heads of hd dimensions, sliding (swa_pattern 0: every
+// layer slides) or not, and the shard that holds all of it.
+struct OneLayer {
+  ModelConfig config;
+  Shard shard;
+  OneLayer(int kv_heads, int hd, bool sliding) {
+    config.n_layer = 1, config.n_head_kv = kv_heads, config.head_dim = hd;
+    config.swa_pattern = sliding ? 0 : 1;
+    shard.share.layers = {0, 1}, shard.share.kv_heads = {0, kv_heads};
+  }
+};
+
+// Attention over the pool with the scalar kernels gives the plain loops'
+// bits: scores summed over the dimensions in order, values over the
+// positions in order; every other instruction set the same within
+// rounding. For each of the query heads of a kv head (5: the vector
+// kernels' 4 at once and one more), head sizes with and without partial
+// vectors, blocks out of order in the pool, a window whose table starts past
+// block 0, runs that start and end inside key blocks, and more positions
+// than one pass of values.
+TEST(KvPool, AttentionIsThePlainLoop) {
   for (int hd : {64, 24, 12}) {
     const int kv_heads = 3, heads = 5, width = kv_heads * hd, window = 21;
-    LayerCache cache(window, kv_heads, hd);  // 21 rounds up to 32 slots
-    ASSERT_EQ(cache.slots(), 32);
+    const OneLayer layer(kv_heads, hd, true);
+    KvPool pool(layer.config, layer.shard, 0, 8);
+    ASSERT_EQ(pool.blocks(true), 8);
+    EXPECT_EQ(KvPool::block_bytes(layer.config, layer.shard, true), 2u * kKvBlock * width * sizeof(float));
+    const std::vector<int32_t> table = {6, 2, 7, 0, 4};  // block numbers 0..4 (positions 0..79)
     std::mt19937 rng(hd);
     std::normal_distribution<float> normal;
     std::vector<std::vector<float>> keys, values;
@@ -32,7 +49,7 @@ TEST(KvCache, AttentionIsThePlainLoopIsThePlainLoop) {
       keys.emplace_back(width), values.emplace_back(width);
       for (float& x : keys.back()) x = normal(rng);
       for (float& x : values.back()) x = normal(rng);
-      cache.store(pos, keys.back().data(), values.back().data());
+      pool.store(0, table[pos / kKvBlock], pos % kKvBlock, keys.back().data(), values.back().data());
       for (float& x : q) x = normal(rng);
       for (float& x : sinks) x = normal(rng);
       const int g = pos % kv_heads, first = first_visible(pos, window, true);
@@ -50,7 +67,9 @@ TEST(KvCache, AttentionIsThePlainLoopIsThePlainLoop) {
           for (int s = first; s <= pos; ++s) want[h * hd + i] += z[s - first] * values[s][g * hd + i];
       }
       for (Isa isa : supported_isas()) {
-        cache.attend(kernel_set(isa), q.data(), heads, g, first, pos, scale, sinks.data(), scores.data(), out.data());
+        const int b0 = first / kKvBlock;
+        pool.attend(kernel_set(isa), 0, std::span<const int32_t>(table).subspan(b0), b0, q.data(), heads, g, first, pos,
+                    scale, sinks.data(), scores.data(), out.data());
         for (int i = 0; i < heads * hd; ++i) {
           if (isa == Isa::scalar)
             ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd << " dim "
@@ -64,7 +83,7 @@ TEST(KvCache, AttentionIsThePlainLoopIsThePlainLoop) {
   }
 }
 
-TEST(KvCache, SlidingWindowBoundary) {
+TEST(KvPool, SlidingWindowBoundary) {
   // Window 128: position 127 still sees position 0; position 128 does not.
   EXPECT_EQ(first_visible(127, 128, true), 0);
   EXPECT_EQ(first_visible(128, 128, true), 1);

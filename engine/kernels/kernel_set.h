@@ -5,7 +5,7 @@
 //     int8 products on integer units (VNNI where the CPU has it);
 //   float weights (F32, F16, BF16) x float activations, a row at a time;
 // the experts' activation between their two products, elementwise; and the
-// three steps of attention over a KV cache (engine/step/kv_cache.h).
+// three steps of attention over a KV cache (engine/step/kv_pool.h).
 // The scalar set is the reference every other set is tested against.
 #pragma once
 

@@ -1,31 +1,35 @@
 // The gpt-oss forward pass on one rank (spec §2): embeddings, then per
 // layer attention (q/k/v/o with biases, YaRN RoPE, grouped-query attention
 // with per-head sinks, a sliding window on the layers the config says) and
-// the MoE block (router with bias, top-k, softmax over the chosen, clamped
-// SwiGLU experts, weighted sum), residuals, final norm, unembedding.
+// the MoE block (engine/step/moe.h), residuals, final norm, unembedding.
 //
-// A Session is one conversation: its KV cache and every activation buffer,
-// sized once; forward() allocates nothing. Prompt tokens go through in
-// batches (each weight row read once per batch); a decode step is a batch
-// of one. Work is split by rows across the thread pool, each output element
-// computed by one thread, so results do not depend on the thread count.
+// A step runs a Batch (engine/step/batch.h): runs of consecutive positions
+// of any number of sequences, their keys and values in a KvPool. Every
+// matrix product runs once over all the step's tokens (each weight row read
+// once per step, whoever the tokens belong to); the MoE block groups them by
+// expert; attention runs per token over its own sequence's blocks. A
+// sequence's results do not depend on who shares its step: each output
+// element is computed by one thread from the same inputs in the same order,
+// whatever the batch, the thread count or the split of work.
 //
-// A session runs the rank's shard of the model (engine/model/weights.h). Split
-// inside layers (experts, tensor), every rank runs every layer on its heads,
-// experts or features, and the partial outputs of attention and of the MoE
-// block are summed across ranks (the two exchange points of a layer), the
-// biases of the summed outputs added once after the sum. Split by layers,
-// a rank receives the hidden state from the rank before, runs its layers
-// and sends it on. Logits are of the rank's vocabulary rows only.
+// The pass holds the activation buffers, sized once for the most tokens a
+// step may carry: run() allocates nothing. It runs the rank's shard of the
+// model (engine/model/weights.h). Split inside layers (experts, tensor),
+// every rank runs every layer on its heads, experts or features, and the
+// partial outputs of attention and of the MoE block are summed across ranks
+// (the two exchange points of a layer), the biases of the summed outputs
+// added once after the sum. Split by layers, a rank receives the hidden
+// state from the rank before, runs its layers and sends it on. Logits are of
+// the rank's vocabulary rows.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "engine/kernels/matmul.h"
 #include "engine/model/model.h"
-#include "engine/step/kv_cache.h"
+#include "engine/step/batch.h"
+#include "engine/step/kv_pool.h"
 #include "engine/step/moe.h"
 #include "engine/step/rope.h"
 #include "engine/step/step_timings.h"
@@ -34,61 +38,58 @@
 
 namespace tps {
 
-struct SessionOptions {
-  int n_ctx = 4096;                    // positions the KV cache holds
-  int max_batch = 512;                 // prompt tokens per forward step (llama.cpp's default micro-batch)
+struct ForwardOptions {
+  int max_tokens = 512;                // tokens per step, at most (llama.cpp's default micro-batch)
+  int max_context = 4096;              // positions a sequence may reach
   bool yarn_truncate = false;          // llama.cpp's rounded YaRN range (see rope.h)
   const KernelSet* kernels = nullptr;  // nullptr: the CPU's best
 };
 
-class Session {
+class ForwardPass {
  public:
   // exchange connects the ranks that share the model (a solo one for one rank).
-  Session(const Model& model, const SessionOptions& options, ThreadPool& pool, Exchange& exchange);
+  ForwardPass(const Model& model, const ForwardOptions& options, ThreadPool& pool, Exchange& exchange);
 
-  // Runs tokens at the next positions; every rank calls it with the same
-  // tokens. Logits of the rank's vocabulary rows: of the last token into
-  // `logits` ([rows]), or of every token ([n][rows]) when all_logits; empty
-  // on a rank without output rows. Throws InputError if the tokens do not
-  // fit in the context.
-  void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
+  // Runs one step; every rank calls it with the same batch (at most
+  // max_tokens tokens, positions below max_context, block tables that cover
+  // every position a token sees). Stores the step's keys and values in kv.
+  // logits: [batch.logit_rows()][the rank's vocabulary rows], entry by entry
+  // (nothing on a rank without output rows). Throws InputError for a token
+  // outside the vocabulary.
+  void run(const Batch& batch, KvPool& kv, float* logits);
 
-  // Seconds spent in each part of the forward pass since the last reset of
-  // the timings: where a step's time goes, for --json and benchmarks.
-  using Timings = StepTimings;
-  const Timings& timings() const { return timings_; }
-  void reset_timings() { timings_ = Timings{}; }
-
-  int position() const { return pos_; }
-  int context() const { return opt_.n_ctx; }
-  void reset() { pos_ = 0; }
+  // Seconds spent in each part of the forward pass since the last reset.
+  const StepTimings& timings() const { return timings_; }
+  void reset_timings() { timings_ = StepTimings{}; }
+  const ForwardOptions& options() const { return opt_; }
+  const ModelConfig& config() const { return c_; }
+  int64_t vocab_rows() const { return w_.output.rows; }
 
  private:
-  void step(const int32_t* tokens, int n, bool all_logits, float* logits);
-  void attention(int layer, int n);
+  void attention(int layer, const Batch& batch, KvPool& kv);
   // The int8 form of x's n rows when q8, and the view the products take.
   Activations prepare(const float* x, int n, int64_t cols, bool q8);
 
   const ModelConfig& c_;
   const ModelWeights& w_;
   const Shard& shard_;
-  SessionOptions opt_;
+  ForwardOptions opt_;
   ThreadPool& pool_;
   Exchange& exchange_;
   const KernelSet& kernels_;
   // The shard's attention: query heads, their width, the KV width.
   int n_head_, q_w_, kv_w_;
   RopeTable rope_;
-  int pos_ = 0;
-  Timings timings_;
+  StepTimings timings_;
 
-  std::vector<LayerCache> cache_;  // by global layer; only the shard's are sized
-
-  // Activations, [max_batch][width] f32.
+  // The step's tokens: each one's entry, position, and the order attention
+  // takes them in (most positions seen first).
+  std::vector<int> token_entry_, token_pos_, attention_order_;
+  // Activations, [max_tokens][width] f32.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_;
   QuantizedActivations xq_;  // quantized input of the current product
   MoeBlock moe_;
-  std::vector<std::vector<float>> scores_;  // per thread: attention scores [heads per kv head][n_ctx + 1]
+  std::vector<std::vector<float>> scores_;  // per thread: attention scores [heads per kv head][max_context]
 };
 
 }  // namespace tps

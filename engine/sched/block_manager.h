@@ -1,0 +1,73 @@
+// Rank 0's bookkeeping of the KV pool's blocks (engine/step/kv_pool.h): which
+// are free, how many sequences hold each (a prefix shared by several is held
+// by each), the prefix cache, and what has been promised. Ids only: the
+// memory is every rank's KvPool, and the ids travel with each step.
+//
+// Prefix cache: a block whose kKvBlock positions are all computed is keyed by
+// its token prefix (the chain of its and every earlier block's tokens,
+// engine/sched/prefix_key.h), so a later sequence with the same prefix holds
+// the same block instead of computing it again. A cached block nobody holds
+// stays until the pool needs a block; then the least recently released goes
+// first.
+//
+// Promises: a sequence is admitted only when the blocks it may need can be
+// promised to it (counting cached blocks nobody holds as available), so a
+// running sequence never finds the pool empty.
+//
+// Two kinds of blocks (full-attention and sliding-window layers), numbered
+// apart, handled alike.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+namespace tps {
+
+enum class BlockKind { full = 0, sliding = 1 };
+
+class BlockManager {
+ public:
+  BlockManager(int full_blocks, int sliding_blocks);
+
+  int total(BlockKind k) const { return static_cast<int>(refs_[int(k)].size()); }
+  // Blocks a new holder could get: free ones and cached ones nobody holds.
+  int available(BlockKind k) const;
+  // Of those, not promised to anyone.
+  int unpromised(BlockKind k) const { return available(k) - promised_[int(k)]; }
+  // Blocks held, or cached and held by nobody.
+  int held(BlockKind k) const { return total(k) - static_cast<int>(free_[int(k)].size()) - cached_idle(k); }
+  int cached_idle(BlockKind k) const { return static_cast<int>(idle_[int(k)].size()); }
+
+  // Promises n blocks (false, and nothing promised, if fewer are unpromised).
+  bool promise(BlockKind k, int n);
+  void unpromise(BlockKind k, int n);
+
+  // A block for a new holder, drawn from a promise: a free block, else the
+  // least recently released cached one (leaving the cache). Throws Error if
+  // there is none (a promise was not kept).
+  int allocate(BlockKind k);
+  // One more holder of a block (a cached one leaves the idle list).
+  void hold(BlockKind k, int id);
+  // One holder less; a block nobody holds becomes idle if cached, else free.
+  void release(BlockKind k, int id);
+
+  // The cached block of a prefix key, or -1.
+  int find(BlockKind k, uint64_t key) const;
+  // Caches a held, fully computed block under its prefix key (nothing if the
+  // key has a block already, or the block a key).
+  void cache(BlockKind k, int id, uint64_t key);
+
+ private:
+  std::vector<int> refs_[2];                 // holders per block
+  std::vector<int> free_[2];                 // uncached blocks nobody holds; the lowest id last
+  std::list<int> idle_[2];                   // cached blocks nobody holds, least recently released first
+  std::vector<std::list<int>::iterator> idle_at_[2];
+  std::vector<uint64_t> key_[2];             // a cached block's key
+  std::vector<char> keyed_[2];
+  std::unordered_map<uint64_t, int> by_key_[2];
+  int promised_[2] = {0, 0};
+};
+
+}  // namespace tps

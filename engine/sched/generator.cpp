@@ -1,0 +1,341 @@
+#include "engine/sched/generator.h"
+
+#include <cstring>
+#include <algorithm>
+#include <climits>
+#include <deque>
+
+#include "runtime/clock.h"
+#include "runtime/error.h"
+
+namespace tps {
+
+// A step as rank 0 sends it: the batch, the sequences that join (their
+// sampling parameters) and leave, or the end of the run.
+struct Generator::Plan {
+  int32_t stop = 0;
+  Batch batch;
+  std::vector<Join> joins;
+  std::vector<int32_t> leaves;
+
+  std::vector<uint8_t> bytes() const {
+    const int32_t head[6] = {stop,
+                             static_cast<int32_t>(batch.entries.size()),
+                             static_cast<int32_t>(batch.tokens.size()),
+                             static_cast<int32_t>(batch.blocks.size()),
+                             static_cast<int32_t>(joins.size()),
+                             static_cast<int32_t>(leaves.size())};
+    const size_t sizes[6] = {sizeof head,
+                             batch.entries.size() * sizeof(BatchEntry),
+                             batch.tokens.size() * sizeof(int32_t),
+                             batch.blocks.size() * sizeof(int32_t),
+                             joins.size() * sizeof(Join),
+                             leaves.size() * sizeof(int32_t)};
+    const void* parts[6] = {head, batch.entries.data(), batch.tokens.data(), batch.blocks.data(), joins.data(),
+                            leaves.data()};
+    size_t total = 0;
+    for (size_t n : sizes) total += n;
+    std::vector<uint8_t> out(total);
+    for (size_t i = 0, at = 0; i < 6; at += sizes[i++])
+      if (sizes[i]) std::memcpy(out.data() + at, parts[i], sizes[i]);
+    return out;
+  }
+
+  static Plan parse(const std::vector<uint8_t>& in) {
+    Plan p;
+    size_t at = 0;
+    auto take = [&](void* dst, size_t n) {
+      if (at + n > in.size()) throw Error("a step's plan arrived cut short");
+      std::memcpy(dst, in.data() + at, n);
+      at += n;
+    };
+    int32_t head[6];
+    take(head, sizeof head);
+    p.stop = head[0];
+    p.batch.entries.resize(head[1]), p.batch.tokens.resize(head[2]), p.batch.blocks.resize(head[3]);
+    p.joins.resize(head[4]), p.leaves.resize(head[5]);
+    take(p.batch.entries.data(), p.batch.entries.size() * sizeof(BatchEntry));
+    take(p.batch.tokens.data(), p.batch.tokens.size() * sizeof(int32_t));
+    take(p.batch.blocks.data(), p.batch.blocks.size() * sizeof(int32_t));
+    take(p.joins.data(), p.joins.size() * sizeof(Join));
+    take(p.leaves.data(), p.leaves.size() * sizeof(int32_t));
+    return p;
+  }
+};
+
+namespace {
+
+// A token the last rank of a pipeline chose, as it sends it back.
+struct Chosen {
+  int32_t seq;
+  Pick pick;
+};
+
+SchedulerOptions scheduler_options(const GeneratorOptions& o, const Model& m) {
+  if (o.max_sequences < 1) throw InputError(cat("--parallel ", o.max_sequences, ": expected at least 1 sequence"));
+  if (o.max_tokens < o.max_sequences)
+    throw InputError(cat("--batch ", o.max_tokens, " is less than --parallel ", o.max_sequences,
+                         ": a step must carry every running sequence's next token"));
+  if (o.kv_positions < 0) throw InputError(cat("--kv-size ", o.kv_positions, ": expected a number of positions"));
+  SchedulerOptions s;
+  s.max_sequences = o.max_sequences;
+  s.max_tokens = o.max_tokens;
+  s.context = o.context;
+  s.window = static_cast<int>(m.config.sliding_window);
+  s.stages = m.shard.mode == SplitMode::layers ? m.shard.ranks : 1;
+  s.prefix_reuse = o.prefix_reuse;
+  s.sliding_blocks = sliding_blocks_needed(s);
+  if (o.kv_bytes > 0) {
+    const uint64_t sliding = KvPool::block_bytes(m.config, m.shard, true) * s.sliding_blocks;
+    const uint64_t full = std::max<uint64_t>(1, KvPool::block_bytes(m.config, m.shard, false));
+    if (o.kv_bytes <= sliding)
+      throw InputError(cat("--kv-size ", o.kv_bytes, " bytes: the sliding-window layers alone need ", sliding,
+                           " for ", o.max_sequences, " sequences"));
+    s.full_blocks = static_cast<int>(std::min<uint64_t>((o.kv_bytes - sliding) / full, INT32_MAX / kKvBlock));
+  } else {
+    s.full_blocks = blocks_for(o.kv_positions > 0 ? o.kv_positions : o.context * o.max_sequences);
+  }
+  return s;
+}
+
+ForwardOptions forward_options(const GeneratorOptions& o) {
+  return ForwardOptions{.max_tokens = o.max_tokens,
+                        .max_context = o.context,
+                        .yarn_truncate = o.yarn_truncate,
+                        .kernels = o.kernels};
+}
+
+void send_bytes(Exchange& ex, const std::vector<uint8_t>& bytes, int to) {
+  const uint64_t n = bytes.size();
+  ex.send(&n, sizeof n, to);
+  ex.send(bytes.data(), n, to);
+}
+
+std::vector<uint8_t> recv_bytes(Exchange& ex, int from) {
+  uint64_t n = 0;
+  ex.recv(&n, sizeof n, from);
+  std::vector<uint8_t> bytes(n);
+  ex.recv(bytes.data(), n, from);
+  return bytes;
+}
+
+}  // namespace
+
+Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const GeneratorOptions& o)
+    : model_(m),
+      exchange_(exchange),
+      pass_(m, forward_options(o), pool, exchange),
+      scheduler_(scheduler_options(o, m)) {
+  const SchedulerOptions& s = scheduler_.options();
+  kv_ = KvPool(m.config, m.shard, s.full_blocks, s.sliding_blocks);
+  logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());
+}
+
+int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
+  validate(params.sampler);
+  if (params.max_new < 1) throw InputError(cat("max tokens ", params.max_new, ": expected at least 1"));
+  if (params.top_logprobs < 0 || params.top_logprobs > kMaxTopLogprobs)
+    throw InputError(cat("top logprobs ", params.top_logprobs, ": expected 0..", kMaxTopLogprobs));
+  for (int32_t id : prompt)
+    if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
+      throw InputError(cat("token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
+  const int seq = scheduler_.add(std::move(prompt), params.max_new);
+  params_[seq] = params;
+  return seq;
+}
+
+void Generator::run(const Events& events) {
+  const Shard& s = model_.shard;
+  if (s.mode == SplitMode::layers && s.ranks > 1) {
+    if (s.rank == 0)
+      run_pipeline_first(events);
+    else
+      run_pipeline_stage();
+  } else {
+    run_together(events);
+  }
+}
+
+Generator::Plan Generator::make_plan(bool stop) {
+  Plan p;
+  p.stop = stop;
+  if (!stop) p.batch = batch_;
+  for (int seq : scheduler_.admitted()) {
+    const SequenceParams& sp = params_.at(seq);
+    p.joins.push_back(Join{seq, sp.top_logprobs, sp.sampler});
+  }
+  p.leaves.swap(leaving_);
+  return p;
+}
+
+void Generator::tell_waiting(const Events& events) {
+  const int seq = scheduler_.next_waiting();
+  if (seq < 0) return;
+  const std::string& why = scheduler_.sequence(seq).waiting_for;
+  if (why.empty() || told_[seq] == why) return;
+  told_[seq] = why;
+  events.waiting(seq, why);
+}
+
+void Generator::apply(const Plan& p) {
+  for (const Join& j : p.joins) {
+    samplers_.insert_or_assign(j.seq, Sampler(j.sampler));
+    alternatives_[j.seq] = j.top_logprobs;
+  }
+  for (int32_t seq : p.leaves) samplers_.erase(seq), alternatives_.erase(seq);
+}
+
+void Generator::complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events) {
+  for (const BatchEntry& e : batch.entries) scheduler_.ran(e);
+  size_t r = 0;
+  for (const BatchEntry& e : batch.entries) {
+    if (e.logits == 0) continue;
+    const Pick& p = picks.at(r++);
+    scheduler_.append(e.seq, p.id);
+    bool done = !events.token(e.seq, p);
+    if (!done && scheduler_.context_full(e.seq)) {
+      events.context_full(e.seq);
+      done = true;
+    }
+    if (done) {
+      scheduler_.finish(e.seq);
+      params_.erase(e.seq), told_.erase(e.seq);
+      leaving_.push_back(e.seq);
+    }
+  }
+}
+
+void Generator::run_together(const Events& events) {
+  const bool root = exchange_.rank() == 0;
+  std::vector<Pick> picks;
+  for (;;) {
+    Plan plan;
+    if (root) {
+      if (!events.between_steps(scheduler_.idle())) {
+        plan = make_plan(true);
+      } else if (scheduler_.next_step(batch_)) {
+        plan = make_plan(false);
+      } else {
+        if (!scheduler_.idle()) throw Error("sequences wait although nothing runs (a scheduler bug)");
+        continue;  // idle: between_steps may wait for work
+      }
+      tell_waiting(events);
+    }
+    if (exchange_.size() > 1) {
+      std::vector<uint8_t> bytes = root ? plan.bytes() : std::vector<uint8_t>();
+      uint64_t n = bytes.size();
+      exchange_.broadcast(&n, sizeof n, 0);
+      bytes.resize(n);
+      exchange_.broadcast(bytes.data(), n, 0);
+      if (!root) plan = Plan::parse(bytes);
+    }
+    if (plan.stop) return;
+    apply(plan);
+    const Batch& batch = root ? batch_ : plan.batch;
+    Clock::time_point t0 = Clock::now();
+    pass_.run(batch, kv_, logits_.data());
+    const double forward = seconds_since(t0);
+    t0 = Clock::now();
+    picks.clear();
+    const int64_t rows = pass_.vocab_rows();
+    for (const BatchEntry& e : batch.entries) {
+      if (e.logits == 0) continue;
+      const std::span<const float> row(logits_.data() + picks.size() * rows, rows);
+      const SplitLogits sl = shard_logits(model_.shard, model_.config.n_vocab, row, exchange_, alone_);
+      picks.push_back(pick(sl, samplers_.at(e.seq), alternatives_.at(e.seq)));
+    }
+    stats_.sampling_seconds += seconds_since(t0);
+    count_step(batch, forward);
+    if (root) complete(batch, picks, events);
+  }
+}
+
+void Generator::run_pipeline_first(const Events& events) {
+  const int next = 1, last = model_.shard.ranks - 1;
+  struct InFlight {
+    Batch batch;
+    std::vector<Chosen> chosen;
+    int handle = -1;
+  };
+  std::deque<InFlight> in_flight;
+  bool stopping = false;
+  for (;;) {
+    while (!stopping) {
+      if (!events.between_steps(scheduler_.idle() && in_flight.empty())) {
+        stopping = true;
+        break;
+      }
+      if (!scheduler_.next_step(batch_)) break;
+      tell_waiting(events);
+      send_bytes(exchange_, make_plan(false).bytes(), next);
+      InFlight f;
+      f.batch = batch_;
+      f.chosen.resize(f.batch.entries.size());
+      // Posted before this rank sends the step's hidden state on, so the
+      // last rank never waits for it to listen.
+      f.handle = exchange_.post_recv(f.chosen.data(), f.chosen.size() * sizeof(Chosen), last);
+      const Clock::time_point t0 = Clock::now();
+      pass_.run(f.batch, kv_, nullptr);
+      count_step(f.batch, seconds_since(t0));
+      in_flight.push_back(std::move(f));
+    }
+    if (in_flight.empty()) {
+      if (stopping) {
+        send_bytes(exchange_, make_plan(true).bytes(), next);
+        return;
+      }
+      if (!scheduler_.idle()) throw Error("sequences wait although nothing runs (a scheduler bug)");
+      continue;
+    }
+    InFlight& f = in_flight.front();
+    const size_t got = exchange_.wait_recv(f.handle) / sizeof(Chosen);
+    std::vector<Pick> picks;
+    for (size_t i = 0; i < got; ++i) picks.push_back(f.chosen[i].pick);
+    complete(f.batch, picks, events);
+    in_flight.pop_front();
+  }
+}
+
+void Generator::run_pipeline_stage() {
+  const int me = model_.shard.rank, last = model_.shard.ranks - 1;
+  std::vector<Chosen> chosen;
+  for (;;) {
+    const std::vector<uint8_t> bytes = recv_bytes(exchange_, me - 1);
+    if (me != last) send_bytes(exchange_, bytes, me + 1);
+    const Plan plan = Plan::parse(bytes);
+    if (plan.stop) return;
+    if (me == last) apply(plan);
+    Clock::time_point t0 = Clock::now();
+    pass_.run(plan.batch, kv_, logits_.data());
+    const double forward = seconds_since(t0);
+    if (me != last) {
+      count_step(plan.batch, forward);
+      continue;
+    }
+    t0 = Clock::now();
+    chosen.clear();
+    const int64_t rows = pass_.vocab_rows();
+    for (const BatchEntry& e : plan.batch.entries) {
+      if (e.logits == 0) continue;
+      const std::span<const float> row(logits_.data() + chosen.size() * rows, rows);
+      const SplitLogits sl = shard_logits(model_.shard, model_.config.n_vocab, row, exchange_, alone_);
+      chosen.push_back(Chosen{e.seq, pick(sl, samplers_.at(e.seq), alternatives_.at(e.seq))});
+    }
+    stats_.sampling_seconds += seconds_since(t0);
+    count_step(plan.batch, forward);
+    exchange_.send(chosen.data(), chosen.size() * sizeof(Chosen), 0);
+  }
+}
+
+void Generator::count_step(const Batch& batch, double forward_seconds) {
+  stats_.forward_seconds += forward_seconds;
+  ++stats_.steps, stats_.tokens += batch.token_count(), ++stats_.step_tokens[batch.token_count()];
+  if (!stats_.first_token_seen && batch.logit_rows() > 0) {
+    stats_.first_token_seen = true;
+    stats_.timings_at_first_token = pass_.timings();
+    stats_.sampling_at_first_token = stats_.sampling_seconds;
+    stats_.exchange_at_first_token = exchange_.stats().seconds;
+  }
+}
+
+}  // namespace tps

@@ -1,0 +1,122 @@
+// Generation on every rank: rank 0 schedules (engine/sched/scheduler.h),
+// every rank runs each step on its shard and takes part in choosing its
+// tokens, and rank 0 hands the tokens to the caller. The one generation loop
+// of tps: `tpsrun` with one prompt or many, and the server.
+//
+// Split inside layers (or on one rank), rank 0 broadcasts each step's plan
+// -- the batch, the sequences that join (with their sampling parameters) and
+// leave -- and every rank runs it and samples with it, together. Split by
+// layers, the ranks form a pipeline: rank 0 sends each step's plan down the
+// line and runs its layers, then starts the next step with other sequences
+// while the first moves on; the last rank samples and sends the tokens back.
+// So with as many sequences as stages every stage is busy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/sched/pick.h"
+#include "engine/sched/scheduler.h"
+#include "engine/step/forward.h"
+#include "engine/step/kv_pool.h"
+#include "runtime/exchange.h"
+#include "runtime/thread_pool.h"
+
+namespace tps {
+
+struct GeneratorOptions {
+  int max_sequences = 1;  // running at once
+  int max_tokens = 512;   // per step
+  int context = 4096;     // positions per sequence
+  int kv_positions = 0;   // the full-attention pool, in positions (0: context x max_sequences) ...
+  uint64_t kv_bytes = 0;  // ... or the whole pool's bytes on each rank
+  bool prefix_reuse = true;
+  bool yarn_truncate = false;
+  const KernelSet* kernels = nullptr;
+};
+
+// What a sequence asks for besides its prompt.
+struct SequenceParams {
+  SamplerParams sampler;
+  int max_new = 256;      // tokens to generate at most
+  int top_logprobs = 0;   // alternatives each Pick reports
+};
+
+class Generator {
+ public:
+  // Collective: every rank with the same options. Sizes the KV pool.
+  Generator(const Model& model, ThreadPool& pool, Exchange& exchange, const GeneratorOptions& options);
+
+  // Rank 0: a new sequence, which waits for a place; returns its id. Throws
+  // InputError when it could never run (Scheduler::add).
+  int add(std::vector<int32_t> prompt, const SequenceParams& params);
+
+  // What run() tells rank 0's caller.
+  struct Events {
+    // A sequence's next token; return false when the sequence is done (a stop
+    // token, its length, a stop string, a client gone).
+    std::function<bool(int seq, const Pick& pick)> token;
+    // No position left for a sequence's next token: it has ended.
+    std::function<void(int seq)> context_full;
+    // A sequence waits for a place, and why (said once per reason).
+    std::function<void(int seq, const std::string& why)> waiting;
+    // Before each step: the caller may add sequences (when idle -- nothing
+    // running or waiting -- it may wait for some); false ends the run.
+    std::function<bool(bool idle)> between_steps;
+  };
+  // Collective: runs steps until rank 0's between_steps says to stop.
+  void run(const Events& events);
+
+  // What the steps did, on this rank.
+  struct Stats {
+    int64_t steps = 0, tokens = 0;
+    std::map<int, int64_t> step_tokens;  // steps by their token count
+    double forward_seconds = 0, sampling_seconds = 0;
+    // Taken after the first step that chose a token (every rank knows which
+    // it was): what came before is the first prompt's, what follows decode.
+    bool first_token_seen = false;
+    StepTimings timings_at_first_token;
+    double sampling_at_first_token = 0, exchange_at_first_token = 0;
+  };
+  const Stats& stats() const { return stats_; }
+  const StepTimings& timings() const { return pass_.timings(); }
+  void reset_timings() { pass_.reset_timings(); }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const KvPool& kv() const { return kv_; }
+
+ private:
+  struct Join {
+    int32_t seq, top_logprobs;
+    SamplerParams sampler;
+  };
+  struct Plan;
+  void run_together(const Events& events);
+  void run_pipeline_first(const Events& events);
+  void run_pipeline_stage();
+  void apply(const Plan& plan);
+  Plan make_plan(bool stop);
+  void tell_waiting(const Events& events);
+  void complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events);
+  void count_step(const Batch& batch, double forward_seconds);
+
+  const Model& model_;
+  Exchange& exchange_;
+  Exchange alone_;
+  ForwardPass pass_;
+  KvPool kv_;
+  Scheduler scheduler_;  // rank 0's
+  std::map<int, SequenceParams> params_;  // rank 0: of every sequence added
+  std::map<int, Sampler> samplers_;       // by sequence: on every rank that samples
+  std::map<int, int> alternatives_;       // top_logprobs by sequence, where samplers are
+  std::vector<int> leaving_;              // rank 0: finished since the last plan
+  std::map<int, std::string> told_;       // rank 0: the wait reason last told per sequence
+  std::vector<float> logits_;             // [max_sequences][the rank's vocabulary rows]
+  Batch batch_;
+  Stats stats_;
+};
+
+}  // namespace tps

@@ -1,0 +1,36 @@
+// Choosing a sequence's next token from the rank's logits: the sampler over
+// logits split by vocabulary rows across the ranks (engine/step/sampler.h),
+// and, when asked, the chosen token's log-probability and the most likely
+// ones (what --top-logprobs and the API's logprobs report).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/model/weights.h"
+#include "engine/step/sampler.h"
+#include "runtime/exchange.h"
+
+namespace tps {
+
+// The most alternatives a Pick reports (a Pick travels between ranks as plain
+// bytes, so its list has a fixed size).
+constexpr int kMaxTopLogprobs = 100;
+
+struct Pick {
+  int32_t id = -1;
+  float logprob = 0;  // of id; with n_top > 0 only
+  int32_t n_top = 0;
+  TokenLogprob top[kMaxTopLogprobs];
+};
+
+// This rank's logits as the sampler takes them: split inside layers, all
+// ranks' vocabulary rows together (over `together`); a pipeline's last rank
+// holds them all (and decides `alone`).
+SplitLogits shard_logits(const Shard& shard, int64_t vocab, std::span<const float> logits, Exchange& together,
+                         Exchange& alone);
+
+// Collective over logits.exchange: every rank gets the same Pick.
+Pick pick(const SplitLogits& logits, Sampler& sampler, int alternatives);
+
+}  // namespace tps

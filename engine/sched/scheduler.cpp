@@ -1,0 +1,222 @@
+#include "engine/sched/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "engine/sched/prefix_key.h"
+#include "engine/step/kv_pool.h"
+#include "runtime/error.h"
+
+namespace tps {
+
+namespace {
+// Sliding blocks a sequence holds to decode: those of a window of positions
+// and the one its next token starts.
+int window_blocks(int window) { return blocks_for(window) + 1; }
+// What prompt chunks may take beyond that, in one step: a chunk of c tokens
+// spans at most blocks_for(c) + 1 more.
+int headroom_blocks(const SchedulerOptions& o) {
+  return o.stages * (blocks_for(o.max_tokens) + 2 * o.max_sequences);
+}
+}  // namespace
+
+int sliding_blocks_needed(const SchedulerOptions& o) {
+  return o.max_sequences * window_blocks(o.window) + headroom_blocks(o);
+}
+
+Scheduler::Scheduler(const SchedulerOptions& o)
+    : opt_(o), blocks_(o.full_blocks, o.sliding_blocks), window_blocks_(window_blocks(o.window)) {
+  if (!blocks_.promise(BlockKind::sliding, headroom_blocks(o)))
+    throw InputError(cat("the KV pool's ", o.sliding_blocks, " sliding-window blocks are fewer than the ",
+                         sliding_blocks_needed(o), " that ", o.max_sequences, " sequences need"));
+}
+
+int Scheduler::add(std::vector<int32_t> prompt, int max_new) {
+  if (prompt.empty()) throw InputError("the prompt is empty");
+  if (static_cast<int>(prompt.size()) > opt_.context)
+    throw InputError(cat("the prompt is ", prompt.size(), " tokens, longer than the context of ", opt_.context,
+                         " (use --ctx)"));
+  const int need = blocks_for(std::min<int>(static_cast<int>(prompt.size()) + max_new, opt_.context));
+  if (need > blocks_.total(BlockKind::full))
+    throw InputError(cat("a sequence of up to ", std::min<int>(static_cast<int>(prompt.size()) + max_new, opt_.context),
+                         " positions needs ", need, " KV blocks; the pool has ", blocks_.total(BlockKind::full),
+                         " (use a larger --kv-size)"));
+  Sequence s;
+  s.id = next_id_++;
+  s.prompt = static_cast<int>(prompt.size());
+  s.tokens = std::move(prompt);
+  s.max_new = max_new;
+  seqs_.emplace(s.id, std::move(s));
+  waiting_.push_back(next_id_ - 1);
+  return next_id_ - 1;
+}
+
+bool Scheduler::next_step(Batch& batch) {
+  batch.clear();
+  admitted_.clear();
+  int budget = opt_.max_tokens, taken = 0;
+  // A pipeline's step takes its share of the running sequences, so the next
+  // step has others to keep the first stage busy while this one moves on.
+  const int active = std::min(opt_.max_sequences, running() + waiting());
+  const int cap = opt_.stages > 1 ? std::max(1, (active + opt_.stages - 1) / opt_.stages) : INT_MAX;
+  auto remaining = [](const Sequence& s) { return static_cast<int>(s.tokens.size()) - s.computed; };
+  // Every running sequence's next token, then prompts in chunks.
+  for (int pass = 0; pass < 2; ++pass)
+    for (int id : running_) {
+      Sequence& s = seqs_.at(id);
+      const int r = remaining(s);
+      if (s.in_flight || r == 0 || (pass == 0) != (r == 1) || budget == 0 || taken == cap) continue;
+      const int count = std::min(r, budget);
+      schedule(s, count, batch);
+      budget -= count, ++taken;
+    }
+  while (!waiting_.empty() && running() < opt_.max_sequences && budget > 0 && taken < cap) {
+    Sequence& s = seqs_.at(waiting_.front());
+    if (!admit(s)) break;
+    waiting_.pop_front();
+    running_.push_back(s.id);
+    admitted_.push_back(s.id);
+    const int count = std::min(remaining(s), budget);
+    schedule(s, count, batch);
+    budget -= count, ++taken;
+  }
+  if (!waiting_.empty() && running() >= opt_.max_sequences)
+    seqs_.at(waiting_.front()).waiting_for = cat("all ", opt_.max_sequences, " sequences are running");
+  return !batch.entries.empty();
+}
+
+bool Scheduler::admit(Sequence& s) {
+  if (opt_.prefix_reuse) reuse_prefix(s);
+  const int positions = std::min(static_cast<int>(s.tokens.size()) + s.max_new, opt_.context);
+  const int full = blocks_for(positions) - static_cast<int>(s.full.size());
+  const int sliding = std::min(window_blocks_, blocks_for(positions)) - static_cast<int>(s.sliding.size());
+  if (blocks_.unpromised(BlockKind::full) >= full && blocks_.unpromised(BlockKind::sliding) >= sliding) {
+    blocks_.promise(BlockKind::full, full), blocks_.promise(BlockKind::sliding, sliding);
+    s.full_promised = full, s.sliding_promised = sliding;
+    s.admitted = true, s.waiting_for.clear();
+    return true;
+  }
+  s.waiting_for = cat("the KV pool is full (", full, " blocks needed, ",
+                      std::max(0, blocks_.unpromised(BlockKind::full)), " of ", blocks_.total(BlockKind::full),
+                      " free)");
+  let_go(s);  // the reused blocks go back to the cache
+  s.full.clear(), s.sliding.clear(), s.keys.clear();
+  s.computed = s.reused = s.sliding_block0 = 0;
+  return false;
+}
+
+// The longest run of the prompt's whole blocks the cache has, keeping one
+// token to compute; on sliding layers its last window's blocks must be
+// cached too.
+void Scheduler::reuse_prefix(Sequence& s) {
+  std::vector<int32_t> full;
+  std::vector<uint64_t> keys;
+  uint64_t key = 0;
+  for (int b = 0; b < (s.prompt - 1) / kKvBlock; ++b) {
+    key = prefix_key(key, std::span<const int32_t>(s.tokens).subspan(b * kKvBlock, kKvBlock));
+    const int id = blocks_.find(BlockKind::full, key);
+    if (id < 0) break;
+    full.push_back(id), keys.push_back(key);
+  }
+  for (int n = static_cast<int>(full.size()); n > 0; --n) {
+    const int b0 = first_visible(n * kKvBlock, opt_.window, true) / kKvBlock;
+    std::vector<int32_t> sliding;
+    for (int b = b0; b < n; ++b) {
+      const int id = blocks_.find(BlockKind::sliding, keys[b]);
+      if (id < 0) break;
+      sliding.push_back(id);
+    }
+    if (static_cast<int>(sliding.size()) != n - b0) continue;
+    s.full.assign(full.begin(), full.begin() + n), s.keys.assign(keys.begin(), keys.begin() + n);
+    s.sliding = sliding, s.sliding_block0 = b0;
+    for (int id : s.full) blocks_.hold(BlockKind::full, id);
+    for (int id : s.sliding) blocks_.hold(BlockKind::sliding, id);
+    s.computed = s.reused = n * kKvBlock;
+    return;
+  }
+}
+
+void Scheduler::schedule(Sequence& s, int count, Batch& batch) {
+  take_full(s, s.computed + count);
+  take_sliding(s, s.computed, count);
+  const bool last = s.computed + count == static_cast<int>(s.tokens.size());
+  batch.add(s.id, s.computed, std::span<const int32_t>(s.tokens).subspan(s.computed, count), last ? 1 : 0, s.full,
+            s.sliding, s.sliding_block0);
+  s.in_flight = true;
+}
+
+void Scheduler::take_full(Sequence& s, int positions) {
+  while (static_cast<int>(s.full.size()) < blocks_for(positions)) {
+    s.full.push_back(blocks_.allocate(BlockKind::full));
+    --s.full_promised;
+  }
+}
+
+void Scheduler::take_sliding(Sequence& s, int first_position, int count) {
+  const int first = first_visible(first_position, opt_.window, true) / kKvBlock;
+  drop_sliding_before(s, first);
+  if (s.sliding.empty()) s.sliding_block0 = first;
+  while (s.sliding_block0 + static_cast<int>(s.sliding.size()) < blocks_for(first_position + count)) {
+    // Within its window's worth from its own promise, beyond from the headroom.
+    if (static_cast<int>(s.sliding.size()) < window_blocks_)
+      --s.sliding_promised;
+    else
+      ++s.headroom;
+    s.sliding.push_back(blocks_.allocate(BlockKind::sliding));
+  }
+}
+
+void Scheduler::drop_sliding_before(Sequence& s, int block) {
+  while (!s.sliding.empty() && s.sliding_block0 < block) {
+    blocks_.release(BlockKind::sliding, s.sliding.front());
+    s.sliding.erase(s.sliding.begin());
+    ++s.sliding_block0;
+    blocks_.promise(BlockKind::sliding, 1);  // back to the headroom or to its own promise
+    if (s.headroom > 0)
+      --s.headroom;
+    else
+      ++s.sliding_promised;
+  }
+}
+
+void Scheduler::ran(const BatchEntry& e) {
+  Sequence& s = seqs_.at(e.seq);
+  s.computed = e.pos + e.count;
+  s.in_flight = false;
+  // Whole blocks just computed join the prefix cache.
+  while (opt_.prefix_reuse && static_cast<int>(s.keys.size() + 1) * kKvBlock <= s.computed) {
+    const int b = static_cast<int>(s.keys.size());
+    const uint64_t key =
+        prefix_key(b ? s.keys.back() : 0, std::span<const int32_t>(s.tokens).subspan(b * kKvBlock, kKvBlock));
+    s.keys.push_back(key);
+    blocks_.cache(BlockKind::full, s.full[b], key);
+    if (b >= s.sliding_block0 && b < s.sliding_block0 + static_cast<int>(s.sliding.size()))
+      blocks_.cache(BlockKind::sliding, s.sliding[b - s.sliding_block0], key);
+  }
+  drop_sliding_before(s, first_visible(s.computed, opt_.window, true) / kKvBlock);
+}
+
+void Scheduler::append(int seq, int32_t token) { seqs_.at(seq).tokens.push_back(token); }
+
+void Scheduler::let_go(Sequence& s) {
+  for (int id : s.full) blocks_.release(BlockKind::full, id);
+  for (int id : s.sliding) blocks_.release(BlockKind::sliding, id);
+  blocks_.unpromise(BlockKind::full, s.full_promised);
+  // Sliding blocks drawn from the headroom go back to it.
+  blocks_.unpromise(BlockKind::sliding, s.sliding_promised);
+  blocks_.promise(BlockKind::sliding, s.headroom);
+  s.full_promised = s.sliding_promised = s.headroom = 0;
+}
+
+void Scheduler::finish(int seq) {
+  Sequence& s = seqs_.at(seq);
+  if (s.admitted) {
+    let_go(s);
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+  }
+  seqs_.erase(seq);
+}
+
+}  // namespace tps

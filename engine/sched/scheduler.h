@@ -1,0 +1,113 @@
+// Continuous batching (rank 0): which sequences run in the next step and
+// where their keys and values go. Each step takes the next token of every
+// running sequence, then prompts in arrival order, in chunks, up to a token
+// budget -- so a long prompt never holds the others back for more than one
+// chunk -- and sequences join and leave at any step.
+//
+// A sequence is admitted (arrival order, up to max_sequences at once) when
+// the KV blocks it may need can be promised to it: its full-attention
+// blocks for min(prompt + max_new, context) positions, less those it reuses,
+// and a sliding window's worth of sliding blocks (a shared headroom covers
+// what a prompt chunk needs beyond the window). Until then it waits, and
+// says why. Its prompt first reuses the longest prefix of whole blocks the
+// prefix cache holds (engine/sched/block_manager.h), keeping at least one
+// token to compute; sliding blocks older than the window go back as it
+// moves on.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/sched/block_manager.h"
+#include "engine/step/batch.h"
+
+namespace tps {
+
+struct SchedulerOptions {
+  int max_sequences = 1;       // running at once (--parallel)
+  int max_tokens = 512;        // per step (--batch)
+  int context = 4096;          // positions per sequence (--ctx)
+  int full_blocks = 0;         // the KV pool (engine/step/kv_pool.h)
+  int sliding_blocks = 0;
+  int window = 128;            // the model's sliding window
+  int stages = 1;              // steps in flight at once (pipeline stages)
+  bool prefix_reuse = true;
+};
+
+// The sliding blocks a pool needs for the options' sequences: a window's
+// worth for each running sequence and the headroom prompt chunks take beyond
+// it, for every step in flight.
+int sliding_blocks_needed(const SchedulerOptions& options);
+
+class Scheduler {
+ public:
+  struct Sequence {
+    int id = 0;
+    std::vector<int32_t> tokens;  // the prompt, then what was generated
+    int prompt = 0;               // its prompt's tokens
+    int max_new = 0;              // tokens it may generate
+    int computed = 0;             // positions whose keys and values are in the pool
+    int reused = 0;               // prompt tokens taken from the prefix cache
+    bool admitted = false, in_flight = false;
+    std::string waiting_for;      // why it waits ("" when it does not)
+    std::vector<int32_t> full;    // block table, full-attention layers
+    std::vector<int32_t> sliding; // block table, sliding layers, from block number sliding_block0
+    int sliding_block0 = 0;
+    std::vector<uint64_t> keys;   // prefix key of each computed whole block
+    int full_promised = 0, sliding_promised = 0;  // promised and not yet drawn
+    int headroom = 0;             // sliding blocks drawn from the shared headroom
+  };
+
+  explicit Scheduler(const SchedulerOptions& options);
+
+  // A new sequence; it waits for a place. Throws InputError when it could
+  // never run: an empty prompt, a prompt longer than the context, more KV
+  // blocks than the pool has.
+  int add(std::vector<int32_t> prompt, int max_new);
+
+  // Builds the next step from the sequences not in flight (see above), marks
+  // them in flight, and takes their blocks. False when nothing can run.
+  // Entry i of the batch is sequence batch.entries[i].seq.
+  bool next_step(Batch& batch);
+  // The step's entry ran: its positions are in the pool.
+  void ran(const BatchEntry& entry);
+  // The token chosen after an entry with logits.
+  void append(int seq, int32_t token);
+  // Ends a sequence (running or waiting) and lets its blocks go.
+  void finish(int seq);
+
+  const Sequence& sequence(int seq) const { return seqs_.at(seq); }
+  // No position left for the sequence's next token.
+  bool context_full(int seq) const { return seqs_.at(seq).computed >= opt_.context; }
+  int running() const { return static_cast<int>(running_.size()); }
+  int waiting() const { return static_cast<int>(waiting_.size()); }
+  int next_waiting() const { return waiting_.empty() ? -1 : waiting_.front(); }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  // Sequences admitted by the last next_step, in order.
+  const std::vector<int>& admitted() const { return admitted_; }
+  const BlockManager& blocks() const { return blocks_; }
+  const SchedulerOptions& options() const { return opt_; }
+
+ private:
+  bool admit(Sequence& s);
+  void reuse_prefix(Sequence& s);
+  void schedule(Sequence& s, int count, Batch& batch);
+  void take_full(Sequence& s, int positions);
+  void take_sliding(Sequence& s, int first_position, int positions);
+  void drop_sliding_before(Sequence& s, int block);
+  void let_go(Sequence& s);
+
+  SchedulerOptions opt_;
+  BlockManager blocks_;
+  int window_blocks_;   // sliding blocks a sequence holds between steps, at most
+  std::map<int, Sequence> seqs_;
+  std::vector<int> running_;  // admission order
+  std::deque<int> waiting_;   // arrival order
+  std::vector<int> admitted_;
+  int next_id_ = 0;
+};
+
+}  // namespace tps
