@@ -75,7 +75,7 @@ double round_to(double v, double unit) { return static_cast<int64_t>(v / unit) *
 // Per rank, gathered on every rank: what the summary line and --json report.
 struct RankStats {
   int numa_node;
-  double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, peak_rss_mib, kv_bytes;
+  double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, peak_rss_mib, kv_bytes, bytes_read;
   StepTimings decode;  // seconds by part of the forward pass after the first token
 };
 
@@ -120,6 +120,10 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   // (until the first token) and the decode's; the parts of the forward pass
   // and the exchange's time are counted from the first token on.
   const Clock::time_point t0 = Clock::now();
+  // Several sequences: the decode phase is what follows the moment every
+  // one has its first token (the tokens chosen after it, over its time).
+  int started = 0, decode_tokens = 0;
+  double all_started = -1;
   Generator::Events events;
   events.token = [&](int id, const Pick& p) {
     Followed& f = seqs.at(id);
@@ -127,6 +131,9 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     if (f.first_token < 0) {
       f.first_token = now;
       f.reused = gen.scheduler().sequence(id).reused;
+      if (++started == n_seq) all_started = now;
+    } else if (all_started >= 0) {
+      ++decode_tokens;
     }
     f.last_token = now;
     if (o.top_logprobs > 0) f.logprobs.push_back(logprob_json(p));
@@ -153,6 +160,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                        r.exchange.stats().seconds - gs.exchange_at_first_token,
                        peak_rss_mib(),
                        static_cast<double>(gen.kv().bytes()),
+                       static_cast<double>(gen.weight_bytes_read()),
                        minus(gen.timings(), gs.timings_at_first_token)};
   std::vector<RankStats> all(mpi.size());
   r.exchange.all_gather(&mine, all.data(), sizeof mine);
@@ -163,16 +171,18 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   nlohmann::json step_tokens = nlohmann::json::object();
   for (auto [tokens, count] : gs.step_tokens) step_tokens[std::to_string(tokens)] = count;
   nlohmann::json ranks = nlohmann::json::array();
-  double bytes_per_token = 0, exchange_max = 0;
+  double bytes_per_token = 0, exchange_max = 0, bytes_read = 0;
   for (int q = 0; q < mpi.size(); ++q) {
     const RankStats& x = all[q];
     bytes_per_token += x.decode_bytes_per_token;
+    bytes_read += x.bytes_read;
     exchange_max = std::max(exchange_max, x.exchange_seconds);
     ranks.push_back({{"rank", q},
                      {"numa_node", x.numa_node},
                      {"weight_bytes", x.weight_bytes},
                      {"weight_pages_on_node", x.on_node},
                      {"kv_bytes", x.kv_bytes},
+                     {"weight_bytes_read", x.bytes_read},
                      {"decode_weight_bytes_per_token", x.decode_bytes_per_token},
                      {"decode_exchange_seconds", x.exchange_seconds},
                      {"peak_rss_mib", x.peak_rss_mib},
@@ -191,28 +201,48 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                       {"seconds", seconds},
                       {"steps", gs.steps},
                       {"step_tokens", step_tokens},
+                      {"weight_bytes_read_per_step", bytes_read / std::max<int64_t>(gs.steps, 1)},
                       {"decode_weight_bytes_per_token", bytes_per_token},
                       {"peak_rss_mib", peak_rss_mib()},
                       {"per_rank", ranks}};
-  if (one) {
-    Followed& f = seqs.begin()->second;
-    const std::string tail = f.text.flush();
+  // Every sequence's record; one sequence adds the classic fields of a
+  // single stream (what bench/e2e and tpsbench read).
+  const double throughput = generated / std::max(seconds, 1e-9);
+  const double decode_tps = decode_tokens / std::max(seconds - all_started, 1e-9);
+  nlohmann::json sequences = nlohmann::json::array();
+  std::string tail, text;
+  for (auto& [id, f] : seqs) {
+    tail = f.text.flush();
     f.shown += tail;
+    sequences.push_back({{"prompt_tokens", f.prompt.size()},
+                         {"reused_prompt_tokens", f.reused},
+                         {"generated_ids", f.text.generated()},
+                         {"text", f.shown},
+                         {"stop", f.text.stop()},
+                         {"time_to_first_token_s", f.first_token},
+                         {"seconds", f.last_token}});
+    if (o.top_logprobs > 0) sequences.back()["logprobs"] = f.logprobs;
+    text += cat("--- sequence ", f.index, " (", f.text.generated().size(), " tokens, ", f.text.stop(), ") ---\n",
+                f.shown, "\n");
+  }
+  j.update({{"parallel", o.parallel},
+            {"throughput_tokens_per_s", throughput},
+            {"all_first_tokens_s", all_started},
+            {"decode_tokens_per_s", decode_tps},
+            {"sequences", sequences}});
+  if (one) {
+    const Followed& f = seqs.begin()->second;
     const int n_gen = static_cast<int>(f.text.generated().size());
-    const double decode_s = seconds - f.first_token;
-    const double decode_tps = n_gen > 1 ? (n_gen - 1) / std::max(decode_s, 1e-9) : 0;
     const double prefill_tps = f.prompt.size() / std::max(f.first_token, 1e-9);
-    // Exchange time per decode step, the slowest rank's.
-    const int steps = std::max(n_gen - 1, 1);
+    const int steps = std::max(n_gen - 1, 1);  // decode steps
     if (o.json) {
       j.update({{"prompt_ids", f.prompt},
                 {"prefill_tokens_per_s", prefill_tps},
                 {"time_to_first_token_s", f.first_token},
                 {"generated_ids", f.text.generated()},
                 {"text", f.shown},
-                {"decode_tokens_per_s", decode_tps},
                 {"stop", f.text.stop()},
-                {"decode_seconds", decode_s},
+                {"decode_seconds", seconds - f.first_token},
                 {"prefill_seconds", f.first_token},
                 {"prefill_seconds_by_part", parts_json(gs.timings_at_first_token)},
                 {"decode_seconds_by_part", parts_json(minus(gen.timings(), gs.timings_at_first_token))}});
@@ -238,25 +268,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
              exchange, "; peak RSS ", static_cast<int>(peak_rss_mib()), " MiB");
     return 0;
   }
-
-  const double throughput = generated / std::max(seconds, 1e-9);
-  nlohmann::json sequences = nlohmann::json::array();
-  std::string text;
-  for (auto& [id, f] : seqs) {
-    const std::string t = f.shown + f.text.flush();
-    sequences.push_back({{"prompt_tokens", f.prompt.size()},
-                         {"reused_prompt_tokens", f.reused},
-                         {"generated_ids", f.text.generated()},
-                         {"text", t},
-                         {"stop", f.text.stop()},
-                         {"time_to_first_token_s", f.first_token},
-                         {"seconds", f.last_token}});
-    if (o.top_logprobs > 0) sequences.back()["logprobs"] = f.logprobs;
-    text +=
-        cat("--- sequence ", f.index, " (", f.text.generated().size(), " tokens, ", f.text.stop(), ") ---\n", t, "\n");
-  }
   if (o.json) {
-    j.update({{"parallel", o.parallel}, {"throughput_tokens_per_s", throughput}, {"sequences", sequences}});
     print_json(j);
     return 0;
   }

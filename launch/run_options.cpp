@@ -17,8 +17,11 @@ void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
     used = 0;
   }
   const std::string unit = text.substr(used);
-  const int shift = unit.empty() ? 0 : unit == "K" || unit == "KiB" ? 10 : unit == "M" || unit == "MiB" ? 20
-                                   : unit == "G" || unit == "GiB" ? 30 : -1;
+  const int shift = unit.empty()                   ? 0
+                    : unit == "K" || unit == "KiB" ? 10
+                    : unit == "M" || unit == "MiB" ? 20
+                    : unit == "G" || unit == "GiB" ? 30
+                                                   : -1;
   if (used == 0 || !std::isdigit(static_cast<unsigned char>(text[0])) || n == 0 || shift < 0 || n > (1ull << 40))
     throw InputError(cat("--kv-size '", text, "': expected positions (16384) or bytes per rank (2G, 512M)"));
   if (shift == 0) {

@@ -4,8 +4,10 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
+#include "engine/sched/generator.h"
 #include "launch/cli.h"
 #include "launch/json_output.h"
+#include "launch/run_options.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "topology/bandwidth.h"
@@ -28,13 +30,17 @@ struct Options {
   int bandwidth_mib = 0;
   int repetitions = 10;
   std::string model;
+  tps::GeneratorOptions kv;  // tpsrun's options that size the KV pool
+  std::string kv_size;
 };
 
-// What each rank would hold of a model in each split mode, and whether it
+// What each rank would hold of a model in each split mode -- its weights and
+// the KV pool tpsrun would give it with these options -- and whether that
 // fits the memory of the rank's NUMA node (free memory on this host; total
 // memory for a described machine, where free memory is unknown). Ranks that
 // share a node share its memory.
-nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const std::string& path) {
+nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const std::string& path,
+                         tps::GeneratorOptions kv, const std::string& kv_size) {
   using namespace tps;
   GgufFile f = GgufFile::open(path);
   ModelConfig c = read_model_config(f);
@@ -44,21 +50,36 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
                       {"weight_bytes", shape.total()},
                       {"layers", c.n_layer},
                       {"memory", m.is_this_host ? "free" : "total"},
+                      {"kv_options",
+                       {{"context", kv.context},
+                        {"sequences", kv.max_sequences},
+                        {"step_tokens", kv.max_tokens},
+                        {"kv_size", kv_size}}},
                       {"splits", nlohmann::json::object()}};
+  parse_kv_size(kv_size, kv.kv_positions, kv.kv_bytes);
   for (SplitMode mode : {SplitMode::layers, SplitMode::experts, SplitMode::tensor}) {
     nlohmann::json& out = j["splits"][split_mode_name(mode)];
     std::vector<RankShare> shares = plan_split(shape, mode, ranks);
     out["ranks"] = nlohmann::json::array();
+    std::vector<uint64_t> kv_bytes(ranks);
+    std::vector<SchedulerOptions> pools(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      const Shard shard{mode, r, ranks, shares[r]};
+      pools[r] = scheduler_options(kv, c, shard);
+      kv_bytes[r] = kv_pool_bytes(pools[r], c, shard);
+    }
     for (int r = 0; r < ranks; ++r) {
       const NumaNode& node = m.numa_nodes[plan.ranks[r].numa_node];
       uint64_t available = m.is_this_host ? node_free_bytes(node.os_index) : node.memory_bytes;
       uint64_t on_node = 0;
       for (int q = 0; q < ranks; ++q)
-        if (plan.ranks[q].numa_node == plan.ranks[r].numa_node) on_node += shares[q].bytes;
+        if (plan.ranks[q].numa_node == plan.ranks[r].numa_node) on_node += shares[q].bytes + kv_bytes[q];
       auto range = [](const Range& x) { return nlohmann::json::array({x.begin, x.end}); };
       const RankShare& sh = shares[r];
       out["ranks"].push_back({{"rank", r},
                               {"bytes", sh.bytes},
+                              {"kv_bytes", kv_bytes[r]},
+                              {"kv_positions", pools[r].full_blocks * kKvBlock},
                               {"layers", range(sh.layers)},
                               {"kv_heads", range(sh.kv_heads)},
                               {"experts", range(sh.experts)},
@@ -77,13 +98,18 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
 std::string model_fit_text(const nlohmann::json& j) {
   using tps::cat;
   using tps::format_bytes;
+  const nlohmann::json& kv = j["kv_options"];
+  const std::string kv_size = kv["kv_size"].get<std::string>();
   std::string s = cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights in ",
-                      j["layers"].get<int>(), " layers; what each rank holds, by split mode (node memory is ",
+                      j["layers"].get<int>(), " layers; what each rank holds, by split mode, with the KV pool for ",
+                      kv["sequences"].get<int>(), " sequence(s) of ", kv["context"].get<int>(), " positions",
+                      kv_size.empty() ? "" : " (--kv-size " + kv_size + ")", " (node memory is ",
                       j["memory"].get<std::string>(), " memory):\n");
   for (const auto& [mode, split] : j["splits"].items()) {
     for (const auto& r : split["ranks"]) {
       s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (",
-               r["holds"].get<std::string>(), "); node ", r["numa_node_os_index"].get<int>(), ": ",
+               r["holds"].get<std::string>(), ") + KV pool ", format_bytes(r["kv_bytes"]), " (",
+               r["kv_positions"].get<int>(), " positions); node ", r["numa_node_os_index"].get<int>(), ": ",
                r["fits"].get<bool>() ? "fits" : "does NOT fit");
       for (size_t i = 0; i < r["idle"].size(); ++i) s += cat(i ? ", " : "; holds no ", r["idle"][i].get<std::string>());
       s += "\n";
@@ -105,7 +131,7 @@ int run(const Options& o) {
     plan = plan_placement(m, std::max(ranks, 1), o.threads);
   }
   nlohmann::json fit;
-  if (!o.model.empty()) fit = model_fit(m, *plan, o.model);
+  if (!o.model.empty()) fit = model_fit(m, *plan, o.model, o.kv, o.kv_size);
   std::vector<BandwidthResult> bw;
   if (o.bandwidth) {
     if (!o.json && m.is_this_host) log_info("measuring memory bandwidth...");
@@ -156,7 +182,16 @@ int main(int argc, char** argv) {
   app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")->check(tps::kPositive);
   app.add_option("-m,--model", o.model,
                  "a gpt-oss GGUF file: the bytes each rank would hold in each split mode "
-                 "(layers, experts, tensor) and whether they fit its NUMA node's memory");
+                 "(layers, experts, tensor), with the KV pool tpsrun would give it, and whether they fit its NUMA "
+                 "node's memory");
+  app.add_option("--ctx", o.kv.context, "with --model: tpsrun's --ctx")->check(tps::kPositive)->capture_default_str();
+  app.add_option("--parallel", o.kv.max_sequences, "with --model: tpsrun's --parallel")
+      ->check(tps::kPositive)
+      ->capture_default_str();
+  app.add_option("--batch", o.kv.max_tokens, "with --model: tpsrun's --batch")
+      ->check(tps::kPositive)
+      ->capture_default_str();
+  app.add_option("--kv-size", o.kv_size, "with --model: tpsrun's --kv-size");
   tps::add_version_flag(app, [] { return "hwloc: " + tps::hwloc_version(); });
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   tps::log_configure("tpstopo", tps::LogLevel::info);

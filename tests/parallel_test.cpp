@@ -1,9 +1,17 @@
-// tpsrun --parallel K: every sequence gets what it gets alone. Greedy, the
-// same tokens as the prompt run by itself, on one rank and under every split
-// on two; sampled, sequence i draws with seed + i, as a run alone with that
-// seed does.
+// tpsrun --parallel: every sequence gets what it gets alone, whatever shares
+// its steps. Four prompts (two sharing a long prefix, so the second reuses
+// the first's cached blocks), two running at once, in steps of 16 tokens (so
+// prompts go in chunks next to decode tokens), on 1-3 ranks, every split,
+// over shared memory and over MPI messages: the greedy tokens of each equal
+// the prompt run alone on one rank, and its top-5 log-probabilities agree
+// -- to the bit where the arithmetic is one rank's (one rank; a pipeline),
+// within split_test's tolerance where ranks add partial sums in another
+// order (every step within 0.1 nats, the median within 1e-3). Sampled,
+// sequence i draws with seed + i, as a run alone with that seed does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,15 +26,22 @@ namespace {
 using nlohmann::json;
 using testing::run_tool;
 
-const std::vector<std::string> kPrompts = {"The capital of France is",
-                                           "def fib(n):", "Once upon a time, in a land far away"};
+const std::string kShared =
+    "You are a helpful assistant. Answer briefly and precisely, and say when you do not know. Think about "
+    "units, check your arithmetic twice, and prefer the simplest explanation that fits the facts. Question: ";
+const std::vector<std::string> kPrompts = {kShared + "what is the capital of France?",
+                                           "def fib(n):", kShared + "how far is the moon?",
+                                           "Once upon a time, in a land far away"};
 
 json tpsrun(int ranks, const std::string& args) {
-  const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + TPSRUN_PATH + " -q -m " +
-                          TPS_TEST_MODELS + "/gpt-oss-tiny.gguf " + args + " --json";
+  const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + args + " --json";
   auto r = run_tool(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
   return r.exit_code == 0 ? json::parse(r.out) : json();
+}
+
+std::string tps(const std::string& mpirun_args, const std::string& preset, const std::string& args) {
+  return mpirun_args + " " + TPSRUN_PATH + " -q -m " + TPS_TEST_MODELS + "/gpt-oss-" + preset + ".gguf " + args;
 }
 
 std::string prompts_file() {
@@ -36,32 +51,86 @@ std::string prompts_file() {
   return path;
 }
 
-TEST(Parallel, EachSequenceAsAlone) {
+// Largest and median over the steps of the largest |delta log-prob| among
+// the alone run's top 5.
+std::pair<double, double> logprob_diffs(const json& want, const json& got) {
+  std::vector<double> worst;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    double w = 0;
+    for (const auto& a : want[i]["top"])
+      for (const auto& b : got[i]["top"])
+        if (a[0] == b[0]) w = std::max(w, std::fabs(a[1].get<double>() - b[1].get<double>()));
+    worst.push_back(w);
+  }
+  std::sort(worst.begin(), worst.end());
+  return {worst.back(), worst[worst.size() / 2]};
+}
+
+struct Config {
+  int ranks;
+  std::string split, transport;
+};
+
+void expect_each_as_alone(const std::string& preset, const std::vector<Config>& configs) {
+  SCOPED_TRACE(preset);
+  const std::string greedy = "-n 12 --temp 0 --top-logprobs 5";
   std::vector<json> alone;
   for (const std::string& p : kPrompts) {
-    alone.push_back(tpsrun(1, "-p '" + p + "' -n 12 --temp 0"));
+    alone.push_back(tpsrun(1, tps("", preset, "-p '" + p + "' " + greedy)));
     ASSERT_FALSE(alone.back().is_null());
   }
   const std::string file = prompts_file();
-  for (const auto& [ranks, split] :
-       std::vector<std::pair<int, std::string>>{{1, "auto"}, {2, "tensor"}, {2, "experts"}, {2, "layers"}}) {
-    SCOPED_TRACE(std::to_string(ranks) + " ranks, " + split + " split");
-    json got = tpsrun(ranks, "--prompts-file " + file + " --parallel 3 -n 12 --temp 0 --split " + split);
+  for (const Config& c : configs) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.split + " split, " + c.transport);
+    const std::string mpirun = c.transport == "mpi" ? "--mca btl self,tcp" : "";
+    json got = tpsrun(c.ranks, tps(mpirun, preset,
+                                   "--prompts-file " + file + " --parallel 2 --batch 16 " + greedy + " --split " +
+                                       c.split + " --exchange " + c.transport));
     ASSERT_FALSE(got.is_null());
     ASSERT_EQ(got["sequences"].size(), kPrompts.size());
+    EXPECT_GE(got["sequences"][2]["reused_prompt_tokens"].get<int>(), 32);  // the shared prefix
+    const bool same_arithmetic = c.ranks == 1 || c.split == "layers";
     for (size_t i = 0; i < kPrompts.size(); ++i) {
-      EXPECT_EQ(got["sequences"][i]["generated_ids"], alone[i]["generated_ids"]) << "sequence " << i;
-      EXPECT_EQ(got["sequences"][i]["prompt_tokens"], alone[i]["prompt_tokens"]) << "sequence " << i;
+      const json& s = got["sequences"][i];
+      EXPECT_EQ(s["generated_ids"], alone[i]["generated_ids"]) << "sequence " << i;
+      EXPECT_EQ(s["prompt_tokens"], alone[i]["prompt_tokens"]) << "sequence " << i;
+      if (same_arithmetic) {
+        EXPECT_EQ(s["logprobs"], alone[i]["logprobs"]) << "sequence " << i;
+      } else {
+        auto [largest, median] = logprob_diffs(alone[i]["logprobs"], s["logprobs"]);
+        EXPECT_LT(largest, 0.1) << "sequence " << i;
+        EXPECT_LT(median, 1e-3) << "sequence " << i;
+      }
     }
   }
 }
 
+TEST(Parallel, EachSequenceAsAloneTiny) {
+  expect_each_as_alone("tiny", {{1, "auto", "auto"},
+                                {2, "tensor", "shm"},
+                                {2, "experts", "shm"},
+                                {2, "layers", "shm"},
+                                {2, "tensor", "mpi"},
+                                {2, "layers", "mpi"},
+                                {3, "tensor", "shm"},
+                                {3, "experts", "mpi"},
+                                {3, "layers", "shm"}});
+}
+
+TEST(Parallel, EachSequenceAsAloneSmall) {
+  expect_each_as_alone("small", {{1, "auto", "auto"}, {2, "tensor", "shm"}, {2, "layers", "shm"}});
+}
+
 TEST(Parallel, SequenceIDrawsWithSeedPlusI) {
-  json both = tpsrun(1, "-p 'Tell me a story' --parallel 2 -n 12 --temp 1 --seed 40");
-  json second = tpsrun(1, "-p 'Tell me a story' -n 12 --temp 1 --seed 41");
+  json both = tpsrun(1, tps("", "tiny", "-p 'Tell me a story' --parallel 2 -n 12 --temp 1 --seed 40"));
+  json second = tpsrun(1, tps("", "tiny", "-p 'Tell me a story' -n 12 --temp 1 --seed 41"));
   ASSERT_FALSE(both.is_null() || second.is_null());
   EXPECT_EQ(both["sequences"][1]["generated_ids"], second["generated_ids"]);
   EXPECT_NE(both["sequences"][0]["generated_ids"], both["sequences"][1]["generated_ids"]);
+  // The step sizes say the two ran in shared steps: the prompt (4 tokens
+  // each) in one step of 8, then steps of 2.
+  EXPECT_EQ(both["step_tokens"]["8"], 1);
+  EXPECT_EQ(both["step_tokens"]["2"], 11);
 }
 
 }  // namespace

@@ -14,9 +14,7 @@ BlockManager::BlockManager(int full_blocks, int sliding_blocks) {
   }
 }
 
-int BlockManager::available(BlockKind k) const {
-  return static_cast<int>(free_[int(k)].size() + idle_[int(k)].size());
-}
+int BlockManager::available(BlockKind k) const { return static_cast<int>(free_[int(k)].size() + idle_[int(k)].size()); }
 
 bool BlockManager::promise(BlockKind k, int n) {
   if (n > unpromised(k)) return false;

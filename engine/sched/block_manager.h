@@ -60,11 +60,11 @@ class BlockManager {
   void cache(BlockKind k, int id, uint64_t key);
 
  private:
-  std::vector<int> refs_[2];                 // holders per block
-  std::vector<int> free_[2];                 // uncached blocks nobody holds; the lowest id last
-  std::list<int> idle_[2];                   // cached blocks nobody holds, least recently released first
+  std::vector<int> refs_[2];  // holders per block
+  std::vector<int> free_[2];  // uncached blocks nobody holds; the lowest id last
+  std::list<int> idle_[2];    // cached blocks nobody holds, least recently released first
   std::vector<std::list<int>::iterator> idle_at_[2];
-  std::vector<uint64_t> key_[2];             // a cached block's key
+  std::vector<uint64_t> key_[2];  // a cached block's key
   std::vector<char> keyed_[2];
   std::unordered_map<uint64_t, int> by_key_[2];
   int promised_[2] = {0, 0};

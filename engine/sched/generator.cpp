@@ -1,8 +1,8 @@
 #include "engine/sched/generator.h"
 
-#include <cstring>
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <deque>
 
 #include "runtime/clock.h"
@@ -31,8 +31,8 @@ struct Generator::Plan {
                              batch.blocks.size() * sizeof(int32_t),
                              joins.size() * sizeof(Join),
                              leaves.size() * sizeof(int32_t)};
-    const void* parts[6] = {head, batch.entries.data(), batch.tokens.data(), batch.blocks.data(), joins.data(),
-                            leaves.data()};
+    const void* parts[6] = {head,         batch.entries.data(), batch.tokens.data(), batch.blocks.data(),
+                            joins.data(), leaves.data()};
     size_t total = 0;
     for (size_t n : sizes) total += n;
     std::vector<uint8_t> out(total);
@@ -71,7 +71,9 @@ struct Chosen {
   Pick pick;
 };
 
-SchedulerOptions scheduler_options(const GeneratorOptions& o, const Model& m) {
+}  // namespace
+
+SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
   if (o.max_sequences < 1) throw InputError(cat("--parallel ", o.max_sequences, ": expected at least 1 sequence"));
   if (o.max_tokens < o.max_sequences)
     throw InputError(cat("--batch ", o.max_tokens, " is less than --parallel ", o.max_sequences,
@@ -81,16 +83,16 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const Model& m) {
   s.max_sequences = o.max_sequences;
   s.max_tokens = o.max_tokens;
   s.context = o.context;
-  s.window = static_cast<int>(m.config.sliding_window);
-  s.stages = m.shard.mode == SplitMode::layers ? m.shard.ranks : 1;
+  s.window = static_cast<int>(c.sliding_window);
+  s.stages = shard.mode == SplitMode::layers ? shard.ranks : 1;
   s.prefix_reuse = o.prefix_reuse;
   s.sliding_blocks = sliding_blocks_needed(s);
   if (o.kv_bytes > 0) {
-    const uint64_t sliding = KvPool::block_bytes(m.config, m.shard, true) * s.sliding_blocks;
-    const uint64_t full = std::max<uint64_t>(1, KvPool::block_bytes(m.config, m.shard, false));
+    const uint64_t sliding = KvPool::block_bytes(c, shard, true) * s.sliding_blocks;
+    const uint64_t full = std::max<uint64_t>(1, KvPool::block_bytes(c, shard, false));
     if (o.kv_bytes <= sliding)
-      throw InputError(cat("--kv-size ", o.kv_bytes, " bytes: the sliding-window layers alone need ", sliding,
-                           " for ", o.max_sequences, " sequences"));
+      throw InputError(cat("--kv-size ", o.kv_bytes, " bytes: the sliding-window layers alone need ", sliding, " for ",
+                           o.max_sequences, " sequences"));
     s.full_blocks = static_cast<int>(std::min<uint64_t>((o.kv_bytes - sliding) / full, INT32_MAX / kKvBlock));
   } else {
     s.full_blocks = blocks_for(o.kv_positions > 0 ? o.kv_positions : o.context * o.max_sequences);
@@ -98,11 +100,15 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const Model& m) {
   return s;
 }
 
+uint64_t kv_pool_bytes(const SchedulerOptions& s, const ModelConfig& c, const Shard& shard) {
+  return KvPool::block_bytes(c, shard, false) * s.full_blocks + KvPool::block_bytes(c, shard, true) * s.sliding_blocks;
+}
+
+namespace {
+
 ForwardOptions forward_options(const GeneratorOptions& o) {
-  return ForwardOptions{.max_tokens = o.max_tokens,
-                        .max_context = o.context,
-                        .yarn_truncate = o.yarn_truncate,
-                        .kernels = o.kernels};
+  return ForwardOptions{
+      .max_tokens = o.max_tokens, .max_context = o.context, .yarn_truncate = o.yarn_truncate, .kernels = o.kernels};
 }
 
 void send_bytes(Exchange& ex, const std::vector<uint8_t>& bytes, int to) {
@@ -125,7 +131,7 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
     : model_(m),
       exchange_(exchange),
       pass_(m, forward_options(o), pool, exchange),
-      scheduler_(scheduler_options(o, m)) {
+      scheduler_(scheduler_options(o, m.config, m.shard)) {
   const SchedulerOptions& s = scheduler_.options();
   kv_ = KvPool(m.config, m.shard, s.full_blocks, s.sliding_blocks);
   logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());

@@ -39,11 +39,17 @@ struct GeneratorOptions {
   const KernelSet* kernels = nullptr;
 };
 
+// The scheduler's options and so the KV pool for these options on a rank
+// with this shard (what the Generator uses; tpstopo --model shows it), and
+// the bytes of that pool. Throws InputError for options that cannot work.
+SchedulerOptions scheduler_options(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
+uint64_t kv_pool_bytes(const SchedulerOptions& options, const ModelConfig& config, const Shard& shard);
+
 // What a sequence asks for besides its prompt.
 struct SequenceParams {
   SamplerParams sampler;
-  int max_new = 256;      // tokens to generate at most
-  int top_logprobs = 0;   // alternatives each Pick reports
+  int max_new = 256;     // tokens to generate at most
+  int top_logprobs = 0;  // alternatives each Pick reports
 };
 
 class Generator {
@@ -84,6 +90,7 @@ class Generator {
   };
   const Stats& stats() const { return stats_; }
   const StepTimings& timings() const { return pass_.timings(); }
+  uint64_t weight_bytes_read() const { return pass_.weight_bytes_read(); }
   void reset_timings() { pass_.reset_timings(); }
   const Scheduler& scheduler() const { return scheduler_; }
   const KvPool& kv() const { return kv_; }
@@ -108,7 +115,7 @@ class Generator {
   Exchange alone_;
   ForwardPass pass_;
   KvPool kv_;
-  Scheduler scheduler_;  // rank 0's
+  Scheduler scheduler_;                   // rank 0's
   std::map<int, SequenceParams> params_;  // rank 0: of every sequence added
   std::map<int, Sampler> samplers_;       // by sequence: on every rank that samples
   std::map<int, int> alternatives_;       // top_logprobs by sequence, where samplers are

@@ -15,8 +15,7 @@ Pick pick(const SplitLogits& logits, Sampler& sampler, int alternatives) {
   p.id = sampler.sample(logits);
   if (alternatives > 0) {
     p.logprob = logprob_of(logits, p.id);
-    for (const TokenLogprob& t : top_logprobs(logits, std::min(alternatives, kMaxTopLogprobs)))
-      p.top[p.n_top++] = t;
+    for (const TokenLogprob& t : top_logprobs(logits, std::min(alternatives, kMaxTopLogprobs))) p.top[p.n_top++] = t;
   }
   return p;
 }

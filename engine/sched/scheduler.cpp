@@ -15,9 +15,7 @@ namespace {
 int window_blocks(int window) { return blocks_for(window) + 1; }
 // What prompt chunks may take beyond that, in one step: a chunk of c tokens
 // spans at most blocks_for(c) + 1 more.
-int headroom_blocks(const SchedulerOptions& o) {
-  return o.stages * (blocks_for(o.max_tokens) + 2 * o.max_sequences);
-}
+int headroom_blocks(const SchedulerOptions& o) { return o.stages * (blocks_for(o.max_tokens) + 2 * o.max_sequences); }
 }  // namespace
 
 int sliding_blocks_needed(const SchedulerOptions& o) {
@@ -34,8 +32,8 @@ Scheduler::Scheduler(const SchedulerOptions& o)
 int Scheduler::add(std::vector<int32_t> prompt, int max_new) {
   if (prompt.empty()) throw InputError("the prompt is empty");
   if (static_cast<int>(prompt.size()) > opt_.context)
-    throw InputError(cat("the prompt is ", prompt.size(), " tokens, longer than the context of ", opt_.context,
-                         " (use --ctx)"));
+    throw InputError(
+        cat("the prompt is ", prompt.size(), " tokens, longer than the context of ", opt_.context, " (use --ctx)"));
   const int need = blocks_for(std::min<int>(static_cast<int>(prompt.size()) + max_new, opt_.context));
   if (need > blocks_.total(BlockKind::full))
     throw InputError(cat("a sequence of up to ", std::min<int>(static_cast<int>(prompt.size()) + max_new, opt_.context),
@@ -96,9 +94,9 @@ bool Scheduler::admit(Sequence& s) {
     s.admitted = true, s.waiting_for.clear();
     return true;
   }
-  s.waiting_for = cat("the KV pool is full (", full, " blocks needed, ",
-                      std::max(0, blocks_.unpromised(BlockKind::full)), " of ", blocks_.total(BlockKind::full),
-                      " free)");
+  s.waiting_for =
+      cat("the KV pool is full (", full, " blocks needed, ", std::max(0, blocks_.unpromised(BlockKind::full)), " of ",
+          blocks_.total(BlockKind::full), " free)");
   let_go(s);  // the reused blocks go back to the cache
   s.full.clear(), s.sliding.clear(), s.keys.clear();
   s.computed = s.reused = s.sliding_block0 = 0;

@@ -27,13 +27,13 @@
 namespace tps {
 
 struct SchedulerOptions {
-  int max_sequences = 1;       // running at once (--parallel)
-  int max_tokens = 512;        // per step (--batch)
-  int context = 4096;          // positions per sequence (--ctx)
-  int full_blocks = 0;         // the KV pool (engine/step/kv_pool.h)
+  int max_sequences = 1;  // running at once (--parallel)
+  int max_tokens = 512;   // per step (--batch)
+  int context = 4096;     // positions per sequence (--ctx)
+  int full_blocks = 0;    // the KV pool (engine/step/kv_pool.h)
   int sliding_blocks = 0;
-  int window = 128;            // the model's sliding window
-  int stages = 1;              // steps in flight at once (pipeline stages)
+  int window = 128;  // the model's sliding window
+  int stages = 1;    // steps in flight at once (pipeline stages)
   bool prefix_reuse = true;
 };
 
@@ -52,13 +52,13 @@ class Scheduler {
     int computed = 0;             // positions whose keys and values are in the pool
     int reused = 0;               // prompt tokens taken from the prefix cache
     bool admitted = false, in_flight = false;
-    std::string waiting_for;      // why it waits ("" when it does not)
-    std::vector<int32_t> full;    // block table, full-attention layers
-    std::vector<int32_t> sliding; // block table, sliding layers, from block number sliding_block0
+    std::string waiting_for;       // why it waits ("" when it does not)
+    std::vector<int32_t> full;     // block table, full-attention layers
+    std::vector<int32_t> sliding;  // block table, sliding layers, from block number sliding_block0
     int sliding_block0 = 0;
-    std::vector<uint64_t> keys;   // prefix key of each computed whole block
+    std::vector<uint64_t> keys;                   // prefix key of each computed whole block
     int full_promised = 0, sliding_promised = 0;  // promised and not yet drawn
-    int headroom = 0;             // sliding blocks drawn from the shared headroom
+    int headroom = 0;                             // sliding blocks drawn from the shared headroom
   };
 
   explicit Scheduler(const SchedulerOptions& options);
@@ -102,7 +102,7 @@ class Scheduler {
 
   SchedulerOptions opt_;
   BlockManager blocks_;
-  int window_blocks_;   // sliding blocks a sequence holds between steps, at most
+  int window_blocks_;  // sliding blocks a sequence holds between steps, at most
   std::map<int, Sequence> seqs_;
   std::vector<int> running_;  // admission order
   std::deque<int> waiting_;   // arrival order

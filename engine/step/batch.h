@@ -17,10 +17,10 @@ constexpr int kKvBlock = 16;
 inline int blocks_for(int positions) { return (positions + kKvBlock - 1) / kKvBlock; }
 
 struct BatchEntry {
-  int32_t seq = 0;             // the caller's sequence number
-  int32_t pos = 0;             // position of the entry's first token
+  int32_t seq = 0;               // the caller's sequence number
+  int32_t pos = 0;               // position of the entry's first token
   int32_t first = 0, count = 0;  // its tokens: Batch::tokens[first, first + count)
-  int32_t logits = 0;          // logit rows wanted: 0, 1 (of its last token) or count (of each)
+  int32_t logits = 0;            // logit rows wanted: 0, 1 (of its last token) or count (of each)
   // Its block tables, in Batch::blocks: for the full-attention layers, the
   // blocks of block numbers [0, full_count) (block number b holds positions
   // [16b, 16b + 16)); for the sliding-window layers, those of block numbers
@@ -42,7 +42,9 @@ struct Batch {
     for (const BatchEntry& e : entries) rows += e.logits;
     return rows;
   }
-  std::span<const int32_t> full_table(const BatchEntry& e) const { return {blocks.data() + e.full_at, size_t(e.full_count)}; }
+  std::span<const int32_t> full_table(const BatchEntry& e) const {
+    return {blocks.data() + e.full_at, size_t(e.full_count)};
+  }
   std::span<const int32_t> sliding_table(const BatchEntry& e) const {
     return {blocks.data() + e.sliding_at, size_t(e.sliding_count)};
   }

@@ -29,6 +29,11 @@ ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& po
   q_w_ = static_cast<int>(n_head_ * c.head_dim);
   kv_w_ = static_cast<int>(kv_heads * c.head_dim);
   const int64_t B = o.max_tokens, d = c.n_embd, q = q_w_, kv = kv_w_;
+  auto bytes = [](const Matrix& w) { return static_cast<uint64_t>(w.rows) * w.row_bytes; };
+  for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    dense_bytes_ += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.router);
+  }
   token_entry_.resize(B), token_pos_.resize(B), attention_order_.resize(B);
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d);
@@ -73,8 +78,9 @@ void ForwardPass::run(const Batch& batch, KvPool& kv, float* logits) {
   }
   for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {
     attention(static_cast<int>(l), batch, kv);
-    moe_.run(w_.layers[l], x_.data(), n, timings_);
+    weight_bytes_read_ += moe_.run(w_.layers[l], x_.data(), n, timings_);
   }
+  weight_bytes_read_ += dense_bytes_;
   if (!shard_.last_stage()) {
     Stopwatch send;
     exchange_.send(x_.data(), n * d * sizeof(float), shard_.rank + 1);
@@ -89,6 +95,7 @@ void ForwardPass::run(const Batch& batch, KvPool& kv, float* logits) {
     for (int t = e.first + e.count - e.logits; t < e.first + e.count; ++t, ++rows)
       rmsnorm(x_.data() + t * d, w_.out_norm, c_.rms_eps, d, xn_.data() + rows * d);
   run_products(pool_, kernels_, prepare(xn_.data(), rows, d, w_.output.wants_q8()), {{w_.output, nullptr, logits}});
+  weight_bytes_read_ += static_cast<uint64_t>(w_.output.rows) * w_.output.row_bytes;
   clock.lap(timings_.logits);
 }
 

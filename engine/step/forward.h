@@ -60,6 +60,10 @@ class ForwardPass {
 
   // Seconds spent in each part of the forward pass since the last reset.
   const StepTimings& timings() const { return timings_; }
+  // Bytes of weight matrices the steps so far have read from memory: every
+  // matrix of the shard's layers once a step, the experts the step's tokens
+  // chose once each, the output head when logits were wanted.
+  uint64_t weight_bytes_read() const { return weight_bytes_read_; }
   void reset_timings() { timings_ = StepTimings{}; }
   const ForwardOptions& options() const { return opt_; }
   const ModelConfig& config() const { return c_; }
@@ -81,6 +85,8 @@ class ForwardPass {
   int n_head_, q_w_, kv_w_;
   RopeTable rope_;
   StepTimings timings_;
+  uint64_t weight_bytes_read_ = 0;
+  uint64_t dense_bytes_ = 0;  // the shard's attention and router matrices, all layers
 
   // The step's tokens: each one's entry, position, and the order attention
   // takes them in (most positions seen first).

@@ -20,8 +20,11 @@ uint64_t KvPool::block_bytes(const ModelConfig& c, const Shard& s, bool sliding)
 }
 
 KvPool::KvPool(const ModelConfig& c, const Shard& s, int full_blocks, int sliding_blocks)
-    : kv_heads_(static_cast<int>(s.share.kv_heads.size())), hd_(static_cast<int>(c.head_dim)),
-      full_blocks_(full_blocks), sliding_blocks_(sliding_blocks), page_floats_(page_floats(c, s)),
+    : kv_heads_(static_cast<int>(s.share.kv_heads.size())),
+      hd_(static_cast<int>(c.head_dim)),
+      full_blocks_(full_blocks),
+      sliding_blocks_(sliding_blocks),
+      page_floats_(page_floats(c, s)),
       place_(c.n_layer),
       memory_(block_bytes(c, s, false) * full_blocks + block_bytes(c, s, true) * sliding_blocks) {
   int64_t pages = 0;

@@ -63,9 +63,8 @@ class KvPool {
   // The heads go together so that each key and value block is read from
   // memory once for all of them; each head's result is the bits of
   // attending alone.
-  void attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
-              int heads, int g, int first, int last, float scale, const float* sinks, float* scores,
-              float* out) const;
+  void attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q, int heads,
+              int g, int first, int last, float scale, const float* sinks, float* scores, float* out) const;
 
  private:
   float* page(int layer, int block) const {
@@ -77,7 +76,7 @@ class KvPool {
     int64_t first_page = -1;  // of the layer's pages in memory_; -1: not the shard's
   };
   int kv_heads_ = 0, hd_ = 0, full_blocks_ = 0, sliding_blocks_ = 0;
-  int64_t page_floats_ = 0;  // keys and values of one block of one layer
+  int64_t page_floats_ = 0;   // keys and values of one block of one layer
   std::vector<Place> place_;  // by global layer
   PageBuffer memory_;
 };

@@ -46,7 +46,7 @@ MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, Thr
   down_.resize(entries * d_), out_.resize(B * d_);
 }
 
-void MoeBlock::run(const LayerWeights& w, float* x, int n, StepTimings& timings) {
+uint64_t MoeBlock::run(const LayerWeights& w, float* x, int n, StepTimings& timings) {
   Stopwatch clock;
   route(w, x, n);
   clock.lap(timings.router);
@@ -58,6 +58,8 @@ void MoeBlock::run(const LayerWeights& w, float* x, int n, StepTimings& timings)
   clock.lap(timings.exchange);
   add_to_residual(w, x, n);
   clock.lap(timings.experts);
+  const uint64_t expert = (2 * ff_ * w.gate.row_bytes + d_ * w.down.row_bytes) * groups_.size();
+  return ff_ > 0 ? expert : 0;
 }
 
 // The normalized input, the router's logits, and each token's top k.

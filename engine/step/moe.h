@@ -39,7 +39,9 @@ class MoeBlock {
            const KernelSet& kernels);
 
   // x [n][d], the residual stream of n tokens: x += the block's output.
-  void run(const LayerWeights& w, float* x, int n, StepTimings& timings);
+  // Returns the bytes of expert weights it read (those of the experts the
+  // tokens chose, once each).
+  uint64_t run(const LayerWeights& w, float* x, int n, StepTimings& timings);
 
  private:
   void route(const LayerWeights& w, const float* x, int n);

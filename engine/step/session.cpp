@@ -44,7 +44,10 @@ void Session::forward(std::span<const int32_t> tokens, bool all_logits, std::vec
     sliding_table_.clear();
     for (int b = b0; b <= b1; ++b) sliding_table_.push_back(b % ring_);
     batch_.clear();
-    batch_.add(0, pos_, tokens.subspan(done, m), all_logits ? m : last ? 1 : 0,
+    batch_.add(0, pos_, tokens.subspan(done, m),
+               all_logits ? m
+               : last     ? 1
+                          : 0,
                std::span<const int32_t>(full_table_).first(b1 + 1), sliding_table_, b0);
     pass_.run(batch_, kv_, all_logits ? logits.data() + done * rows : logits.data());
     pos_ += m;

@@ -1,0 +1,146 @@
+// Sequences batched together give what each gives alone: greedy generation
+// through the generator -- prompts of several lengths, chunked, joining at
+// different steps, next to each other's decode tokens, over the paged KV
+// pool -- against each prompt run by itself through a Session. The kernels
+// promise that a token's results do not depend on its neighbours (a row's
+// result is the same bits in any tile, each output element is computed by
+// one thread in one order), so the tokens and the top-5 log-probabilities
+// of every step are compared for equality, to the bit. The same with a
+// prompt prefix reused from the cache against computing it again.
+#include "engine/sched/generator.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/step/session.h"
+
+namespace tps {
+namespace {
+
+std::string model_path(const std::string& preset) {
+  return std::string(TPS_TEST_MODELS) + "/gpt-oss-" + preset + ".gguf";
+}
+
+// A prompt of n ids spread over the vocabulary, starting from `seed`.
+std::vector<int32_t> prompt(int n, int seed) {
+  std::vector<int32_t> ids;
+  for (int i = 0; static_cast<int>(ids.size()) < n; ++i) ids.push_back((i * 7919 + seed * 104729 + 13) % 199998);
+  return ids;
+}
+
+// A generated token and the top 5 of its step.
+struct Step {
+  int32_t id;
+  std::vector<TokenLogprob> top;
+  bool operator==(const Step& o) const {
+    if (id != o.id || top.size() != o.top.size()) return false;
+    for (size_t i = 0; i < top.size(); ++i)
+      if (top[i].id != o.top[i].id || top[i].logprob != o.top[i].logprob) return false;
+    return true;
+  }
+};
+
+std::vector<Step> alone(const Model& m, ThreadPool& pool, const std::vector<int32_t>& ids, int n) {
+  Exchange solo;
+  SessionOptions o;
+  o.max_batch = 7;  // chunked too, but differently from the batched runs
+  Session session(m, o, pool, solo);
+  std::vector<float> logits;
+  session.forward(ids, false, logits);
+  std::vector<Step> out;
+  for (int i = 0; i < n; ++i) {
+    const int32_t next = argmax(logits);
+    out.push_back({next, top_logprobs(logits, 5)});
+    session.forward(std::vector<int32_t>{next}, false, logits);
+  }
+  return out;
+}
+
+// Runs prompts through the generator; `later` prompts are added when the
+// ones before are done (so they can reuse their prefixes).
+std::vector<std::vector<Step>> together(const Model& m, ThreadPool& pool, const GeneratorOptions& o,
+                                        const std::vector<std::vector<int32_t>>& first,
+                                        const std::vector<std::vector<int32_t>>& later, int n,
+                                        std::vector<int>* reused = nullptr) {
+  Exchange solo;
+  Generator gen(m, pool, solo, o);
+  std::map<int, int> index;  // sequence -> prompt number
+  std::vector<std::vector<Step>> out(first.size() + later.size());
+  SequenceParams params;
+  params.sampler.temperature = 0;
+  params.max_new = n;
+  params.top_logprobs = 5;
+  for (const auto& p : first) index[gen.add(p, params)] = static_cast<int>(index.size());
+  bool added_later = false;
+  Generator::Events ev;
+  ev.token = [&](int seq, const Pick& p) {
+    std::vector<Step>& steps = out[index.at(seq)];
+    if (steps.empty() && reused) reused->push_back(gen.scheduler().sequence(seq).reused);
+    steps.push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
+    return static_cast<int>(steps.size()) < n;
+  };
+  ev.context_full = [](int) { FAIL() << "context full"; };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [&](bool idle) {
+    if (idle && !added_later && !later.empty()) {
+      for (const auto& p : later) index[gen.add(p, params)] = static_cast<int>(index.size());
+      added_later = true;
+      return true;
+    }
+    return !idle;
+  };
+  gen.run(ev);
+  return out;
+}
+
+void expect_batched_as_alone(const std::string& preset) {
+  SCOPED_TRACE(preset);
+  ThreadPool pool(2);
+  Model m = load_model(model_path(preset), pool);
+  // Lengths around the block size (16), the step budget and the window
+  // (tiny 16, small 32).
+  const std::vector<std::vector<int32_t>> prompts = {prompt(5, 1), prompt(40, 2), prompt(17, 3), prompt(1, 4),
+                                                     prompt(33, 5)};
+  const int n = 24;
+  GeneratorOptions o;
+  o.max_sequences = 3;  // the last two join as others finish
+  o.max_tokens = 16;    // prompts in chunks, next to decode tokens
+  o.context = 128;
+  const std::vector<std::vector<Step>> got = together(m, pool, o, prompts, {}, n);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<Step> want = alone(m, pool, prompts[i], n);
+    ASSERT_EQ(got[i].size(), want.size()) << "prompt " << i;
+    for (int s = 0; s < n; ++s) EXPECT_TRUE(got[i][s] == want[s]) << "prompt " << i << " step " << s;
+  }
+}
+
+TEST(Generator, BatchedSequencesAsAloneTiny) { expect_batched_as_alone("tiny"); }
+TEST(Generator, BatchedSequencesAsAloneSmall) { expect_batched_as_alone("small"); }
+
+TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
+  ThreadPool pool(2);
+  Model m = load_model(model_path("small"), pool);
+  // A shared "system prompt" of 50 tokens (3 whole blocks), then each its own.
+  std::vector<int32_t> system = prompt(50, 9), a = system, b = system, c = system;
+  for (int32_t t : prompt(7, 10)) a.push_back(t);
+  for (int32_t t : prompt(12, 11)) b.push_back(t);
+  for (int32_t t : prompt(3, 12)) c.push_back(t);
+  GeneratorOptions o;
+  o.max_sequences = 2, o.max_tokens = 64, o.context = 128;
+  std::vector<int> reused;
+  const auto with = together(m, pool, o, {a}, {b, c}, 16, &reused);
+  ASSERT_EQ(reused.size(), 3u);
+  EXPECT_EQ(reused[0], 0);
+  EXPECT_EQ(reused[1], 48);  // three whole blocks from a
+  EXPECT_EQ(reused[2], 48);
+  o.prefix_reuse = false;
+  reused.clear();
+  const auto without = together(m, pool, o, {a}, {b, c}, 16, &reused);
+  EXPECT_EQ(reused, (std::vector<int>{0, 0, 0}));
+  for (size_t i = 0; i < with.size(); ++i)
+    for (size_t s = 0; s < with[i].size(); ++s) EXPECT_TRUE(with[i][s] == without[i][s]) << i << " " << s;
+}
+
+}  // namespace
+}  // namespace tps

@@ -1,0 +1,218 @@
+// The scheduler and its block bookkeeping, alone (no model): admission in
+// arrival order, the token budget and prompt chunks, waiting when the pool
+// is full (never a crash), sliding blocks given back past the window, the
+// prefix cache's reuse and its eviction order.
+#include "engine/sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+
+#include "engine/sched/block_manager.h"
+#include "runtime/error.h"
+
+namespace tps {
+namespace {
+
+std::vector<int32_t> tokens(int n, int first = 1000) {
+  std::vector<int32_t> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+SchedulerOptions options(int sequences, int budget, int full_blocks) {
+  SchedulerOptions o;
+  o.max_sequences = sequences, o.max_tokens = budget, o.context = 512, o.window = 32;
+  o.full_blocks = full_blocks;
+  o.sliding_blocks = sliding_blocks_needed(o);
+  return o;
+}
+
+// Runs a step as if the model had: each entry's positions computed, and a
+// token (seq id + 1) chosen where it wants logits. Returns the entries.
+std::vector<BatchEntry> step(Scheduler& s, Batch& batch) {
+  if (!s.next_step(batch)) return {};
+  for (const BatchEntry& e : batch.entries) {
+    s.ran(e);
+    if (e.logits) s.append(e.seq, e.seq + 1);
+  }
+  return batch.entries;
+}
+
+// Every block id in a batch's tables is a distinct one per kind, within the
+// pool, and each entry's tables cover its positions.
+void expect_tables_sane(const Batch& b, const SchedulerOptions& o) {
+  std::set<int> full, sliding;
+  for (const BatchEntry& e : b.entries) {
+    const int end = e.pos + e.count;
+    EXPECT_GE(e.full_count, blocks_for(end));
+    EXPECT_LE(e.sliding_block0 * kKvBlock, std::max(0, e.pos - o.window + 1));
+    EXPECT_GE((e.sliding_block0 + e.sliding_count) * kKvBlock, end);
+    for (int32_t id : b.full_table(e)) {
+      EXPECT_TRUE(id >= 0 && id < o.full_blocks);
+      EXPECT_TRUE(full.insert(id).second) << "full block " << id << " in two tables";
+    }
+    for (int32_t id : b.sliding_table(e)) {
+      EXPECT_TRUE(id >= 0 && id < o.sliding_blocks);
+      EXPECT_TRUE(sliding.insert(id).second) << "sliding block " << id << " in two tables";
+    }
+  }
+}
+
+TEST(Scheduler, DecodesFirstThenPromptsInChunksWithinTheBudget) {
+  const SchedulerOptions o = options(4, 24, 64);
+  Scheduler s(o);
+  const int a = s.add(tokens(10), 4), b = s.add(tokens(40, 5000), 4);
+  Batch batch;
+  auto entries = step(s, batch);  // a's prompt whole (10), b's first chunk (14)
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].seq, a); EXPECT_EQ(entries[0].count, 10); EXPECT_EQ(entries[0].logits, 1);
+  EXPECT_EQ(entries[1].seq, b); EXPECT_EQ(entries[1].count, 14); EXPECT_EQ(entries[1].logits, 0);
+  expect_tables_sane(batch, o);
+  entries = step(s, batch);  // a's next token first, then b's next 23
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].seq, a); EXPECT_EQ(entries[0].count, 1); EXPECT_EQ(entries[0].pos, 10);
+  EXPECT_EQ(entries[1].seq, b); EXPECT_EQ(entries[1].count, 23); EXPECT_EQ(entries[1].pos, 14);
+  entries = step(s, batch);  // a, then the rest of b's prompt (3) with its logits
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].count, 3); EXPECT_EQ(entries[1].logits, 1);
+  EXPECT_EQ(s.sequence(b).computed, 40);
+  expect_tables_sane(batch, o);
+}
+
+TEST(Scheduler, AdmitsInArrivalOrderUpToTheSequenceLimit) {
+  Scheduler s(options(2, 64, 64));
+  const int a = s.add(tokens(4), 8), b = s.add(tokens(4), 8), c = s.add(tokens(4), 8);
+  Batch batch;
+  auto entries = step(s, batch);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].seq, a); EXPECT_EQ(entries[1].seq, b);
+  EXPECT_EQ(s.waiting(), 1);
+  EXPECT_NE(s.sequence(c).waiting_for.find("all 2 sequences are running"), std::string::npos);
+  s.finish(a);
+  entries = step(s, batch);  // b decodes, c joins
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].seq, b); EXPECT_EQ(entries[1].seq, c);
+  EXPECT_EQ(s.admitted(), std::vector<int>{c});
+}
+
+TEST(Scheduler, AFullPoolMakesNewSequencesWaitNeverCrash) {
+  // 8 full blocks: room for one sequence of up to 128 positions at a time.
+  const SchedulerOptions o = options(4, 256, 8);
+  Scheduler s(o);
+  const int a = s.add(tokens(100), 28), b = s.add(tokens(20, 7000), 100);
+  Batch batch;
+  auto entries = step(s, batch);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].seq, a);
+  EXPECT_NE(s.sequence(b).waiting_for.find("KV pool is full"), std::string::npos) << s.sequence(b).waiting_for;
+  for (int i = 0; i < 27; ++i) step(s, batch);  // a generates its 28 tokens
+  s.finish(a);
+  entries = step(s, batch);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].seq, b);
+  EXPECT_TRUE(s.sequence(b).waiting_for.empty());
+  // One that could never fit is refused when added.
+  EXPECT_THROW(s.add(tokens(200), 100), InputError);
+  EXPECT_THROW(s.add(tokens(600), 1), InputError);  // longer than the context
+  EXPECT_THROW(s.add({}, 1), InputError);
+}
+
+TEST(Scheduler, SlidingBlocksPastTheWindowGoBack) {
+  const SchedulerOptions o = options(1, 16, 64);  // window 32: 2 blocks, 3 held with the current one
+  Scheduler s(o);
+  const int a = s.add(tokens(16), 200);
+  Batch batch;
+  for (int i = 0; i < 150; ++i) {
+    step(s, batch);
+    expect_tables_sane(batch, o);
+    const Scheduler::Sequence& q = s.sequence(a);
+    EXPECT_LE(static_cast<int>(q.sliding.size()), blocks_for(o.window) + 1) << "at " << q.computed;
+    EXPECT_EQ(q.sliding_block0, std::max(0, q.computed - o.window + 1) / kKvBlock);
+  }
+  EXPECT_EQ(static_cast<int>(s.sequence(a).full.size()), blocks_for(s.sequence(a).computed));
+  s.finish(a);
+  EXPECT_EQ(s.blocks().held(BlockKind::full), 0);
+  EXPECT_EQ(s.blocks().held(BlockKind::sliding), 0);
+}
+
+TEST(Scheduler, ReusesTheLongestCachedPrefixOfWholeBlocks) {
+  const SchedulerOptions o = options(4, 512, 64);
+  Scheduler s(o);
+  std::vector<int32_t> system = tokens(40);  // 2 whole blocks and 8 tokens
+  std::vector<int32_t> p1 = system, p2 = system, p3 = tokens(33, 9000);
+  p1.push_back(1), p2.push_back(2), p3.push_back(3);
+  const int a = s.add(p1, 4);
+  Batch batch;
+  step(s, batch);
+  const std::vector<int32_t> a_full = s.sequence(a).full;
+  const int b = s.add(p2, 4), c = s.add(p3, 4);
+  auto entries = step(s, batch);  // a decodes; b reuses 32 tokens; c (another prefix) none
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(s.sequence(b).reused, 32);
+  EXPECT_EQ(entries[1].seq, b); EXPECT_EQ(entries[1].pos, 32); EXPECT_EQ(entries[1].count, 9);
+  EXPECT_EQ(s.sequence(b).full[0], a_full[0]);  // the same blocks, shared
+  EXPECT_EQ(s.sequence(b).full[1], a_full[1]);
+  EXPECT_EQ(s.sequence(c).reused, 0);
+  // A prompt that is exactly the cached blocks keeps its last token to compute.
+  const int d = s.add(tokens(32), 4);
+  step(s, batch);
+  EXPECT_EQ(s.sequence(d).reused, 16);
+  // Without reuse nothing is shared.
+  SchedulerOptions off = o;
+  off.prefix_reuse = false;
+  Scheduler t(off);
+  t.add(p1, 4);
+  step(t, batch);
+  const int e = t.add(p2, 4);
+  step(t, batch);
+  EXPECT_EQ(t.sequence(e).reused, 0);
+}
+
+TEST(Scheduler, CachedBlocksStayUntilNeededLeastRecentlyReleasedFirst) {
+  // 6 full blocks; prompts of 33 tokens take 3.
+  const SchedulerOptions o = options(1, 512, 6);
+  Scheduler s(o);
+  Batch batch;
+  auto run_alone = [&](std::vector<int32_t> prompt) {
+    const int id = s.add(std::move(prompt), 1);
+    step(s, batch);
+    const int reused = s.sequence(id).reused;
+    s.finish(id);
+    return reused;
+  };
+  EXPECT_EQ(run_alone(tokens(33, 0)), 0);    // caches prefix A (2 whole blocks)
+  EXPECT_EQ(run_alone(tokens(33, 100)), 0);  // caches B
+  EXPECT_EQ(s.blocks().cached_idle(BlockKind::full), 4);
+  EXPECT_EQ(run_alone(tokens(33, 0)), 32);   // A again: from the cache, and now the most recent
+  EXPECT_EQ(run_alone(tokens(33, 200)), 0);  // C needs 3: evicts B's (the least recently released) first
+  EXPECT_EQ(run_alone(tokens(33, 0)), 32);   // A is still there
+  EXPECT_EQ(run_alone(tokens(33, 100)), 0);  // B is gone
+}
+
+TEST(BlockManager, PromisesNeverExceedWhatIsAvailable) {
+  BlockManager m(4, 2);
+  EXPECT_TRUE(m.promise(BlockKind::full, 3));
+  EXPECT_FALSE(m.promise(BlockKind::full, 2));
+  EXPECT_EQ(m.unpromised(BlockKind::full), 1);
+  const int x = m.allocate(BlockKind::full), y = m.allocate(BlockKind::full);
+  EXPECT_NE(x, y);
+  EXPECT_EQ(m.available(BlockKind::full), 2);
+  m.cache(BlockKind::full, x, 42);
+  EXPECT_EQ(m.find(BlockKind::full, 42), x);
+  m.release(BlockKind::full, x);  // cached: idle, still available
+  EXPECT_EQ(m.cached_idle(BlockKind::full), 1);
+  EXPECT_EQ(m.available(BlockKind::full), 3);
+  m.hold(BlockKind::full, x);  // reused
+  EXPECT_EQ(m.cached_idle(BlockKind::full), 0);
+  m.release(BlockKind::full, x), m.release(BlockKind::full, y);
+  m.unpromise(BlockKind::full, 1);
+  EXPECT_TRUE(m.promise(BlockKind::full, 4));
+  for (int i = 0; i < 4; ++i) m.allocate(BlockKind::full);  // the cached one is evicted last
+  EXPECT_EQ(m.find(BlockKind::full, 42), -1);
+  EXPECT_THROW(m.allocate(BlockKind::full), Error);
+}
+
+}  // namespace
+}  // namespace tps
