@@ -6,6 +6,8 @@
 //                       the output head 16384x2880 (the whole head is
 //                       201088 rows; a slice keeps the weights at a few
 //                       hundred MB while still far larger than any cache)
+//   a step of 2-16 sequences' next tokens (continuous batching): the output
+//                       head slice with 2, 4, 8, 16 tokens
 //   prefill (a 128-token prompt, one batch at tpsrun's default --batch): expert 2880x2880
 //                       with all 128 tokens, and with 16: what one expert
 //                       gets of a 128-token prompt on average (x 4 of 32)
@@ -55,8 +57,9 @@ struct Shape {
 
 // gpt-oss-20b: d = 2880, 64 query heads x 64 = 4096, expert width 2880.
 constexpr Shape kShapes[] = {
-    {"q_proj", 4096, 2880, 1},   {"expert", 2880, 2880, 1},  {"output_slice", 16384, 2880, 1},
-    {"expert", 2880, 2880, 128}, {"expert", 2880, 2880, 16},
+    {"q_proj", 4096, 2880, 1},         {"expert", 2880, 2880, 1},        {"output_slice", 16384, 2880, 1},
+    {"output_slice", 16384, 2880, 2},  {"output_slice", 16384, 2880, 4}, {"output_slice", 16384, 2880, 8},
+    {"output_slice", 16384, 2880, 16}, {"expert", 2880, 2880, 128},      {"expert", 2880, 2880, 16},
 };
 
 constexpr GgmlType kFormats[] = {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F32, GgmlType::F16, GgmlType::BF16};
@@ -265,8 +268,9 @@ int main(int argc, char** argv) {
       for (GgmlType type : kFormats)
         for (const Shape& s : kShapes)
           for (int threads : thread_counts) {
-            // Prefill is compute-bound: one thread shows the kernel.
-            if (s.tokens > 1 && threads > 1) continue;
+            // A prompt's batch is compute-bound: one thread shows the kernel.
+            // A step of a few sequences' tokens streams the weights as decode does.
+            if (s.tokens > 16 && threads > 1) continue;
             std::string name = cat("matmul/", isa_name(isa), "/", type_name(type), "/", s.name, "/", s.rows, "x",
                                    s.cols, "/tokens:", s.tokens, "/threads:", threads);
             benchmark::RegisterBenchmark(name.c_str(), bm_matmul, isa, type, s, threads)

@@ -144,8 +144,20 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
   std::printf("\n");
   for (GgmlType type : kQuantized)
     for (int64_t cols : kQuantizedCols)
-      for (auto [rows, tokens] :
-           {std::pair{1, 1}, {5, 1}, {9, 1}, {3, 2}, {3, 3}, {2, 6}, {2, 7}, {2, 13}, {4, 8}, {7, 5}}) {
+      for (auto [rows, tokens] : {std::pair{1, 1},
+                                  {5, 1},
+                                  {9, 1},
+                                  {3, 2},
+                                  {3, 3},
+                                  {2, 6},
+                                  {2, 7},
+                                  {2, 13},
+                                  {4, 8},
+                                  {7, 5},
+                                  {9, 2},
+                                  {9, 3},
+                                  {8, 16},
+                                  {6, 17}}) {
         const uint64_t rb = row_bytes(type, cols);
         const std::vector<uint8_t> file = file_rows(type, rows, cols, 7 * rows + tokens);
         const std::vector<uint8_t> w = packed(type, file, cols);

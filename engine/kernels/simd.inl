@@ -178,8 +178,13 @@ __attribute__((always_inline)) inline void row_group(const uint8_t* v, const uin
 // ahead (bench_kernels, PERFORMANCE.md).
 constexpr int64_t kPrefetchBytes = 2048;
 
-// Rows r0..r0+R-1 of a tile of T rows, group k of g blocks (at `group`).
-template <int R, int N, bool Tail, typename Format>
+// The most tokens a matrix product streams its weights for as decode does
+// (see quantized_matmul).
+constexpr int kStreamTokens = 16;
+
+// Rows r0..r0+R-1 of a tile of T rows, group k of g blocks (at `group`);
+// Fetch: the first pass over weights that come from memory.
+template <int R, int N, bool Tail, bool Fetch, typename Format>
 __attribute__((always_inline)) inline void group_step(const uint8_t* group, int64_t T, int64_t r0, int g,
                                                       const Activations& x, int t0, int64_t k, __m256 (&acc)[R][N]) {
   constexpr int V = Format::kValueBytes, S = Format::kScaleBytes;
@@ -187,7 +192,7 @@ __attribute__((always_inline)) inline void group_step(const uint8_t* group, int6
   const uint8_t* scales = group + T * g * V + r0 * g * S;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    if constexpr (N == 1) {
+    if constexpr (Fetch) {
       // Each row fetches its own lines ahead, spread over the rows (a
       // tile's lines at once were slower for Q8_0's 17 a group).
       for (int off = 0; off < 8 * V; off += 64)
@@ -200,7 +205,7 @@ __attribute__((always_inline)) inline void group_step(const uint8_t* group, int6
 
 // Rows r0..r0+R-1 of the tile of T rows at `tile` x tokens t0..t0+N-1, into
 // y[(t0 + t) * y_stride + r].
-template <int R, int N, typename Format>
+template <int R, int N, typename Format, bool Fetch = false>
 void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int t0, float* y, int64_t y_stride) {
   const int64_t blocks = x.cols / 32, full = blocks / kGroupBlocks;
   const int tail = static_cast<int>(blocks % kGroupBlocks);
@@ -209,19 +214,22 @@ void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int 
   for (auto& row : acc)
     for (auto& a : row) a = _mm256_setzero_ps();
   for (int64_t k = 0; k < full; ++k)
-    group_step<R, N, false, Format>(tile + k * group_bytes, T, r0, kGroupBlocks, x, t0, k, acc);
-  if (tail) group_step<R, N, true, Format>(tile + full * group_bytes, T, r0, tail, x, t0, full, acc);
+    group_step<R, N, false, Fetch, Format>(tile + k * group_bytes, T, r0, kGroupBlocks, x, t0, k, acc);
+  if (tail) group_step<R, N, true, Fetch, Format>(tile + full * group_bytes, T, r0, tail, x, t0, full, acc);
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < N; ++t) y[(t0 + t) * y_stride + r] = hsum(acc[r][t]) * Format::kFinalScale;
 }
 
-// Tiles over the rows and all tokens. Decode (one token) goes a whole tile
-// of four rows at a time. A batch goes by panels of 16 rows: for each tile
-// of four tokens (then 3 or 2), each row of the panel in turn, so that the
-// panel's weights and the tile's activations both stay in L2 while they meet
-// (a row against every token would stream the whole batch's activations
-// from L3 for every row). The shapes were chosen by measurement
-// (docs/PERFORMANCE.md).
+// Tiles over the rows and all tokens. Decode and a step of a few
+// sequences' next tokens (up to kStreamTokens) go a whole tile of four rows
+// at a time, streaming the weights once with prefetching: the tile x two
+// tokens (one for a last odd token), the first pair fetching ahead, the
+// others finding the tile's weights in L1. A larger batch (a prompt) goes
+// by panels of 16 rows: for each tile of four tokens (then 3 or 2), each row
+// of the panel in turn, so that the panel's weights and the tile's
+// activations both stay in L2 while they meet (a row against every token
+// would stream the whole batch's activations from L3 for every row). The
+// shapes were chosen by measurement (docs/PERFORMANCE.md).
 template <typename Format>
 void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
                       const Activations& x, float* y, int64_t y_stride) {
@@ -231,13 +239,22 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_
     const int64_t T = tile_rows(row, rows), r = row % T;
     tile<1, N, Format>(w + (row - r) * row_bytes, T, r, x, t, y + (row - row_begin), y_stride);
   };
-  if (x.tokens == 1) {
+  if (x.tokens <= kStreamTokens) {
+    const int pairs = x.tokens / 2;
     for (int64_t row = row_begin; row < row_end;) {
       if (row % kTileRows == 0 && row + kTileRows <= row_end && tile_rows(row, rows) == kTileRows) {
-        tile<kTileRows, 1, Format>(w + row * row_bytes, kTileRows, 0, x, 0, y + (row - row_begin), y_stride);
+        const uint8_t* t = w + row * row_bytes;
+        float* out = y + (row - row_begin);
+        for (int p = 0; p < pairs; ++p)
+          p == 0 ? tile<kTileRows, 2, Format, true>(t, kTileRows, 0, x, 0, out, y_stride)
+                 : tile<kTileRows, 2, Format>(t, kTileRows, 0, x, 2 * p, out, y_stride);
+        if (x.tokens % 2)
+          pairs == 0 ? tile<kTileRows, 1, Format, true>(t, kTileRows, 0, x, 0, out, y_stride)
+                     : tile<kTileRows, 1, Format>(t, kTileRows, 0, x, x.tokens - 1, out, y_stride);
         row += kTileRows;
       } else {
-        one_row.template operator()<1>(row++, 0);
+        for (int t = 0; t < x.tokens; ++t) one_row.template operator()<1>(row, t);
+        ++row;
       }
     }
     return;
