@@ -26,17 +26,20 @@ const char* isa_name(Isa isa);
 // max|x| / 127), by groups of 8 blocks in the quad order of
 // kernels/packed_rows.h (lanes past the last block zero), per token:
 //   q  [groups][256]  the int8 values,
+//   u  [groups][256]  the same plus 128, as unsigned bytes (VNNI multiplies
+//                     unsigned by signed: Q8_0's signed weights take these),
 //   d  [groups][8]    the blocks' scales (block 8k + b in lane b),
 //   offset [groups][8]  12 x d x the sum of the block's q: what the MXFP4
 //                     kernels' unsigned weights (value + 12) add, taken off.
 struct Activations {
   const float* f = nullptr;
   const int8_t* q = nullptr;
+  const uint8_t* u = nullptr;
   const float* d = nullptr;
   const float* offset = nullptr;
   int64_t cols = 0;
   int tokens = 0;
-  int64_t q_stride() const { return 256 * block_groups(cols); }  // bytes per token in q
+  int64_t q_stride() const { return 256 * block_groups(cols); }  // bytes per token in q, u
   int64_t d_stride() const { return 8 * block_groups(cols); }    // floats per token in d, offset
 };
 

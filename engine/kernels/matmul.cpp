@@ -16,7 +16,7 @@ void QuantizedActivations::quantize(const float* x, int tokens, int64_t cols) {
 void QuantizedActivations::resize(int tokens, int64_t cols) {
   cols_ = cols;
   const Activations shape{.cols = cols};
-  q_.resize(tokens * shape.q_stride());
+  q_.resize(tokens * shape.q_stride()), u_.resize(tokens * shape.q_stride());
   d_.resize(tokens * shape.d_stride()), offset_.resize(tokens * shape.d_stride());
 }
 
@@ -28,7 +28,10 @@ void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
     int8_t* q = q_.data() + t * q_stride;
     float* d = d_.data() + t * d_stride;
     float* offset = offset_.data() + t * d_stride;
-    // The lanes of a last group past the row's last block stay zero.
+    // The lanes of a last group past the row's last block stay zero (their
+    // weights are whatever follows a matrix: u's lanes, 128, take nothing
+    // from them either, as the Q8_0 kernel's correction takes off exactly
+    // 128 x the weights).
     std::fill_n(q + q_stride - 256, 256, int8_t{0});
     std::fill_n(d + d_stride - 8, 8, 0.0f);
     std::fill_n(offset + d_stride - 8, 8, 0.0f);
@@ -61,12 +64,14 @@ void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
       d[b] = scale;
       offset[b] = 12.0f * scale * static_cast<float>(sum);
     }
+    uint8_t* u = u_.data() + t * q_stride;
+    for (int64_t i = 0; i < q_stride; ++i) u[i] = static_cast<uint8_t>(q[i] + 128);
   }
 }
 
 Activations QuantizedActivations::view(const float* f, int first, int count) const {
   Activations a{.f = f + first * cols_, .cols = cols_, .tokens = count};
-  a.q = q_.data() + first * a.q_stride();
+  a.q = q_.data() + first * a.q_stride(), a.u = u_.data() + first * a.q_stride();
   a.d = d_.data() + first * a.d_stride(), a.offset = offset_.data() + first * a.d_stride();
   return a;
 }

@@ -33,8 +33,8 @@ class QuantizedActivations {
  public:
   // Quantizes `tokens` rows of cols floats (cols a multiple of 32): per block
   // d = max|x| / 127, q = x / d rounded to nearest (ties to even), d then
-  // rounded to F16 as in Q8_0 blocks; and the offset plane derived from q
-  // and d (kernel_set.h).
+  // rounded to F16 as in Q8_0 blocks; and the u and offset planes derived
+  // from q and d (kernel_set.h).
   void quantize(const float* x, int tokens, int64_t cols);
   // The same in two steps, so that threads can share the rows: room for
   // `tokens` rows of cols, then rows [first, first + count) of x (row t of
@@ -47,6 +47,7 @@ class QuantizedActivations {
 
  private:
   std::vector<int8_t, LineAligned<int8_t>> q_;
+  std::vector<uint8_t, LineAligned<uint8_t>> u_;
   std::vector<float, LineAligned<float>> d_, offset_;
   int64_t cols_ = 0;
 };

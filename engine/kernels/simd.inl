@@ -24,14 +24,16 @@ inline __m256 lane_mask(int g) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-// Token t's activations of group k: 256 bytes of q (quad j at 32j), and
-// the group's 8 d and offset lanes.
+// Token t's activations of group k: 256 bytes of q and of u (quad j at
+// 32j), and the group's 8 d and offset lanes.
 struct XGroup {
   const int8_t* q;
+  const uint8_t* u;
   const float *d, *offset;
 };
 inline XGroup x_group(const Activations& x, int t, int64_t k) {
-  return {x.q + t * x.q_stride() + 256 * k, x.d + t * x.d_stride() + 8 * k, x.offset + t * x.d_stride() + 8 * k};
+  return {x.q + t * x.q_stride() + 256 * k, x.u + t * x.q_stride() + 256 * k, x.d + t * x.d_stride() + 8 * k,
+          x.offset + t * x.d_stride() + 8 * k};
 }
 
 // VNNI: 8 int32 lanes += the products of unsigned bytes u and signed bytes
@@ -60,24 +62,42 @@ struct Q8_0Format {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
   }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  // Both sides are signed. VNNI: the activations plus 128 (u, unsigned)
+  // times w, less 128 x the sum of w, which is formed once per half group
+  // for all the tokens of a tile: a token's products cost their four
+  // multiply-adds and one subtraction. Exact integer sums: at most
+  // 4 x 4 x 255 x 127 per lane.
+  static __m256i correction(const __m256i (&w)[4]) {
+    __m256i c = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) c = dot_u8s8(c, _mm256_set1_epi8(static_cast<char>(128)), w[i]);
+    return c;
+  }
+  static __m256i half_sum(const __m256i (&w)[4], __m256i correction, const XGroup& x, int h) {
+    const uint8_t* u = x.u + 128 * h;
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) sum = dot_u8s8(sum, load256(u + 32 * i), w[i]);
+    return _mm256_sub_epi32(sum, correction);
+  }
+#else
   // Both sides are signed: |w| times x with w's sign makes them unsigned x
   // signed, and |w| is formed once for all the tokens of a tile (|x| would
   // be a second load per token). A pair of products is at most 2 x 128 x
   // 127: one fits int16, two not.
-  static __m256i half_sum(const __m256i (&w)[4], const XGroup& x, int h) {
+  static __m256i correction(const __m256i (&)[4]) { return _mm256_setzero_si256(); }
+  static __m256i half_sum(const __m256i (&w)[4], __m256i, const XGroup& x, int h) {
     const int8_t* q = x.q + 128 * h;
     __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const __m256i abs_w = _mm256_abs_epi8(w[i]), signed_x = _mm256_sign_epi8(load256(q + 32 * i), w[i]);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-      sum = dot_u8s8(sum, abs_w, signed_x);
-#else
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_x), _mm256_set1_epi16(1)));
-#endif
     }
     return sum;
   }
+#endif
   static __m256 products(__m256i sum, const XGroup& x) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(x.d));
   }
@@ -112,7 +132,8 @@ struct Mxfp4Format {
     return _mm256_castsi256_ps(_mm256_slli_epi32(bits, 23));
   }
 
-  static __m256i half_sum(const __m256i (&w)[4], const XGroup& x, int h) {
+  static __m256i correction(const __m256i (&)[4]) { return _mm256_setzero_si256(); }
+  static __m256i half_sum(const __m256i (&w)[4], __m256i, const XGroup& x, int h) {
     const int8_t* q = x.q + 128 * h;
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
     __m256i sum = _mm256_setzero_si256();
@@ -148,15 +169,16 @@ __attribute__((always_inline)) inline void row_group(const uint8_t* v, const uin
     // operands of the products: hoisted out of the loop over a tile's rows,
     // GCC kept them in registers and spilled the tile's other values
     // (decode 10-20% slower in L2).
-    asm("" : "+r"(xg[0].q), "+r"(xg[0].d), "+r"(xg[0].offset));
+    asm("" : "+r"(xg[0].q), "+r"(xg[0].u), "+r"(xg[0].d), "+r"(xg[0].offset));
   }
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     __m256i w[4];
     Format::decode(v, g, h, w);
+    const __m256i c = Format::correction(w);
 #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      __m256i part = Format::half_sum(w, xg[t], h);
+      __m256i part = Format::half_sum(w, c, xg[t], h);
       // Opaque too, so that GCC cannot reassociate the integer sums of a
       // batch tile's two halves: it built each token's sum of the 8 Q8_0
       // products as one tree, held them all live and spilled 52 vectors a
@@ -181,6 +203,13 @@ constexpr int64_t kPrefetchBytes = 2048;
 // The most tokens a matrix product streams its weights for as decode does
 // (see quantized_matmul).
 constexpr int kStreamTokens = 16;
+// Tokens a streaming tile of 4 rows takes at once: 4 x 4 accumulators fit
+// AVX-512VL's 32 vector registers, 4 x 2 AVX2's 16.
+#if defined(__AVX512VL__)
+constexpr int kStreamTile = 4;
+#else
+constexpr int kStreamTile = 2;
+#endif
 
 // Rows r0..r0+R-1 of a tile of T rows, group k of g blocks (at `group`);
 // Fetch: the first pass over weights that come from memory.
@@ -240,17 +269,20 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_
     tile<1, N, Format>(w + (row - r) * row_bytes, T, r, x, t, y + (row - row_begin), y_stride);
   };
   if (x.tokens <= kStreamTokens) {
-    const int pairs = x.tokens / 2;
     for (int64_t row = row_begin; row < row_end;) {
       if (row % kTileRows == 0 && row + kTileRows <= row_end && tile_rows(row, rows) == kTileRows) {
         const uint8_t* t = w + row * row_bytes;
         float* out = y + (row - row_begin);
-        for (int p = 0; p < pairs; ++p)
-          p == 0 ? tile<kTileRows, 2, Format, true>(t, kTileRows, 0, x, 0, out, y_stride)
-                 : tile<kTileRows, 2, Format>(t, kTileRows, 0, x, 2 * p, out, y_stride);
-        if (x.tokens % 2)
-          pairs == 0 ? tile<kTileRows, 1, Format, true>(t, kTileRows, 0, x, 0, out, y_stride)
-                     : tile<kTileRows, 1, Format>(t, kTileRows, 0, x, x.tokens - 1, out, y_stride);
+        // The tile's tokens by kStreamTile, then 2, then 1; the first pass
+        // fetches ahead.
+        auto pass = [&]<int N>(int t0) {
+          t0 == 0 ? tile<kTileRows, N, Format, true>(t, kTileRows, 0, x, 0, out, y_stride)
+                  : tile<kTileRows, N, Format>(t, kTileRows, 0, x, t0, out, y_stride);
+        };
+        int t0 = 0;
+        for (; t0 + kStreamTile <= x.tokens; t0 += kStreamTile) pass.template operator()<kStreamTile>(t0);
+        for (; t0 + 2 <= x.tokens; t0 += 2) pass.template operator()<2>(t0);
+        if (t0 < x.tokens) pass.template operator()<1>(t0);
         row += kTileRows;
       } else {
         for (int t = 0; t < x.tokens; ++t) one_row.template operator()<1>(row, t);
