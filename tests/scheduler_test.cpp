@@ -2,14 +2,13 @@
 // arrival order, the token budget and prompt chunks, waiting when the pool
 // is full (never a crash), sliding blocks given back past the window, the
 // prefix cache's reuse and its eviction order.
-#include "engine/sched/scheduler.h"
-
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <set>
 
 #include "engine/sched/block_manager.h"
+#include "engine/sched/scheduler.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -65,20 +64,54 @@ TEST(Scheduler, DecodesFirstThenPromptsInChunksWithinTheBudget) {
   Scheduler s(o);
   const int a = s.add(tokens(10), 4), b = s.add(tokens(40, 5000), 4);
   Batch batch;
-  auto entries = step(s, batch);  // a's prompt whole (10), b's first chunk (14)
+  // Two prompts: each chunk at most half the budget (12). a's prompt whole
+  // (10), b's first chunk (12).
+  auto entries = step(s, batch);
   ASSERT_EQ(entries.size(), 2u);
-  EXPECT_EQ(entries[0].seq, a); EXPECT_EQ(entries[0].count, 10); EXPECT_EQ(entries[0].logits, 1);
-  EXPECT_EQ(entries[1].seq, b); EXPECT_EQ(entries[1].count, 14); EXPECT_EQ(entries[1].logits, 0);
+  EXPECT_EQ(entries[0].seq, a);
+  EXPECT_EQ(entries[0].count, 10);
+  EXPECT_EQ(entries[0].logits, 1);
+  EXPECT_EQ(entries[1].seq, b);
+  EXPECT_EQ(entries[1].count, 12);
+  EXPECT_EQ(entries[1].logits, 0);
   expect_tables_sane(batch, o);
-  entries = step(s, batch);  // a's next token first, then b's next 23
+  entries = step(s, batch);  // a's next token first, then b's (the only prompt now) next 23
   ASSERT_EQ(entries.size(), 2u);
-  EXPECT_EQ(entries[0].seq, a); EXPECT_EQ(entries[0].count, 1); EXPECT_EQ(entries[0].pos, 10);
-  EXPECT_EQ(entries[1].seq, b); EXPECT_EQ(entries[1].count, 23); EXPECT_EQ(entries[1].pos, 14);
-  entries = step(s, batch);  // a, then the rest of b's prompt (3) with its logits
+  EXPECT_EQ(entries[0].seq, a);
+  EXPECT_EQ(entries[0].count, 1);
+  EXPECT_EQ(entries[0].pos, 10);
+  EXPECT_EQ(entries[1].seq, b);
+  EXPECT_EQ(entries[1].count, 23);
+  EXPECT_EQ(entries[1].pos, 12);
+  entries = step(s, batch);  // a, then the rest of b's prompt (5) with its logits
   ASSERT_EQ(entries.size(), 2u);
-  EXPECT_EQ(entries[1].count, 3); EXPECT_EQ(entries[1].logits, 1);
+  EXPECT_EQ(entries[1].count, 5);
+  EXPECT_EQ(entries[1].logits, 1);
   EXPECT_EQ(s.sequence(b).computed, 40);
   expect_tables_sane(batch, o);
+}
+
+TEST(Scheduler, AShortPromptArrivingDuringALongOneStartsAtTheNextStep) {
+  SchedulerOptions o = options(4, 512, 256);
+  o.context = 4096;
+  Scheduler s(o);
+  const int long_one = s.add(tokens(2000), 4);
+  Batch batch;
+  auto entries = step(s, batch);  // alone: the whole budget
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].count, 512);
+  const int short_one = s.add(tokens(10, 9000), 4);
+  entries = step(s, batch);  // two prompts: the long one's chunk takes half
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].seq, long_one);
+  EXPECT_EQ(entries[0].count, 256);
+  EXPECT_EQ(entries[1].seq, short_one);
+  EXPECT_EQ(entries[1].count, 10);
+  EXPECT_EQ(entries[1].logits, 1);  // its first token comes out of this step
+  entries = step(s, batch);         // the short one decodes; the long one alone again takes the rest
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].seq, short_one);
+  EXPECT_EQ(entries[1].count, 511);
 }
 
 TEST(Scheduler, AdmitsInArrivalOrderUpToTheSequenceLimit) {
@@ -87,13 +120,15 @@ TEST(Scheduler, AdmitsInArrivalOrderUpToTheSequenceLimit) {
   Batch batch;
   auto entries = step(s, batch);
   ASSERT_EQ(entries.size(), 2u);
-  EXPECT_EQ(entries[0].seq, a); EXPECT_EQ(entries[1].seq, b);
+  EXPECT_EQ(entries[0].seq, a);
+  EXPECT_EQ(entries[1].seq, b);
   EXPECT_EQ(s.waiting(), 1);
   EXPECT_NE(s.sequence(c).waiting_for.find("all 2 sequences are running"), std::string::npos);
   s.finish(a);
   entries = step(s, batch);  // b decodes, c joins
   ASSERT_EQ(entries.size(), 2u);
-  EXPECT_EQ(entries[0].seq, b); EXPECT_EQ(entries[1].seq, c);
+  EXPECT_EQ(entries[0].seq, b);
+  EXPECT_EQ(entries[1].seq, c);
   EXPECT_EQ(s.admitted(), std::vector<int>{c});
 }
 
@@ -151,7 +186,9 @@ TEST(Scheduler, ReusesTheLongestCachedPrefixOfWholeBlocks) {
   auto entries = step(s, batch);  // a decodes; b reuses 32 tokens; c (another prefix) none
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(s.sequence(b).reused, 32);
-  EXPECT_EQ(entries[1].seq, b); EXPECT_EQ(entries[1].pos, 32); EXPECT_EQ(entries[1].count, 9);
+  EXPECT_EQ(entries[1].seq, b);
+  EXPECT_EQ(entries[1].pos, 32);
+  EXPECT_EQ(entries[1].count, 9);
   EXPECT_EQ(s.sequence(b).full[0], a_full[0]);  // the same blocks, shared
   EXPECT_EQ(s.sequence(b).full[1], a_full[1]);
   EXPECT_EQ(s.sequence(c).reused, 0);

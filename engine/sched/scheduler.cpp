@@ -58,13 +58,19 @@ bool Scheduler::next_step(Batch& batch) {
   const int active = std::min(opt_.max_sequences, running() + waiting());
   const int cap = opt_.stages > 1 ? std::max(1, (active + opt_.stages - 1) / opt_.stages) : INT_MAX;
   auto remaining = [](const Sequence& s) { return static_cast<int>(s.tokens.size()) - s.computed; };
+  // A prompt chunk takes at most half the budget while another prompt
+  // waits for its turn, so a short request that arrives during a long
+  // prompt starts within the next step instead of after the long one.
+  int prompts = static_cast<int>(waiting_.size());
+  for (int id : running_) prompts += remaining(seqs_.at(id)) > 1;
+  const int chunk = prompts > 1 ? std::max(1, opt_.max_tokens / 2) : opt_.max_tokens;
   // Every running sequence's next token, then prompts in chunks.
   for (int pass = 0; pass < 2; ++pass)
     for (int id : running_) {
       Sequence& s = seqs_.at(id);
       const int r = remaining(s);
       if (s.in_flight || r == 0 || (pass == 0) != (r == 1) || budget == 0 || taken == cap) continue;
-      const int count = std::min(r, budget);
+      const int count = std::min({r, budget, pass == 0 ? 1 : chunk});
       schedule(s, count, batch);
       budget -= count, ++taken;
     }
@@ -74,7 +80,7 @@ bool Scheduler::next_step(Batch& batch) {
     waiting_.pop_front();
     running_.push_back(s.id);
     admitted_.push_back(s.id);
-    const int count = std::min(remaining(s), budget);
+    const int count = std::min({remaining(s), budget, chunk});
     schedule(s, count, batch);
     budget -= count, ++taken;
   }

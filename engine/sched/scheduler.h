@@ -2,7 +2,9 @@
 // where their keys and values go. Each step takes the next token of every
 // running sequence, then prompts in arrival order, in chunks, up to a token
 // budget -- so a long prompt never holds the others back for more than one
-// chunk -- and sequences join and leave at any step.
+// chunk, and while other prompts wait a chunk takes at most half the budget,
+// so one that arrives during a long prompt starts at the next step -- and
+// sequences join and leave at any step.
 //
 // A sequence is admitted (arrival order, up to max_sequences at once) when
 // the KV blocks it may need can be promised to it: its full-attention
