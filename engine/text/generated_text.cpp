@@ -15,9 +15,10 @@ std::string GeneratedText::accept(int32_t id, const Tokenizer& tokenizer) {
   if (static_cast<int>(out_.size()) == o_.max_tokens) stop_ = "length";
   const std::string& piece = tokenizer.token_bytes(id);
   if (o_.harmony) {
-    HarmonyStream::Step st = harmony_.push(id, piece);
+    const HarmonyStream::Step st = harmony_.push(id, piece);
+    if (st.part == HarmonyStream::Part::raw) return text_.push(st.raw);
     const bool show = st.part == HarmonyStream::Part::content &&
-                      (st.channel.starts_with("final") || (o_.show_analysis && !st.channel.empty()));
+                      (st.message->channel == "final" || (o_.show_analysis && !st.message->channel.empty()));
     if (!show) return "";
   }
   return text_.push(piece);
