@@ -7,12 +7,11 @@
 // one thread in one order), so the tokens and the top-5 log-probabilities
 // of every step are compared for equality, to the bit. The same with a
 // prompt prefix reused from the cache against computing it again.
-#include "engine/sched/generator.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "engine/sched/generator.h"
 #include "engine/step/session.h"
 
 namespace tps {
@@ -140,6 +139,47 @@ TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
   EXPECT_EQ(reused, (std::vector<int>{0, 0, 0}));
   for (size_t i = 0; i < with.size(); ++i)
     for (size_t s = 0; s < with[i].size(); ++s) EXPECT_TRUE(with[i][s] == without[i][s]) << i << " " << s;
+}
+
+// A client that goes away: its sequence ends between steps, running or
+// waiting, its blocks go back, and the others' tokens do not change.
+TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {
+  ThreadPool pool(2);
+  Model m = load_model(model_path("tiny"), pool);
+  const std::vector<int32_t> a = prompt(20, 1), b = prompt(9, 2), c = prompt(30, 3), d = prompt(5, 4);
+  const int n = 12;
+  GeneratorOptions o;
+  o.max_sequences = 2, o.max_tokens = 64, o.context = 128;
+  Exchange solo;
+  Generator gen(m, pool, solo, o);
+  SequenceParams params;
+  params.sampler.temperature = 0, params.max_new = n, params.top_logprobs = 5;
+  const int sa = gen.add(a, params), sb = gen.add(b, params), sc = gen.add(c, params), sd = gen.add(d, params);
+  std::map<int, std::vector<Step>> got;
+  bool canceled = false;
+  Generator::Events ev;
+  ev.token = [&](int seq, const Pick& p) {
+    got[seq].push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
+    return static_cast<int>(got[seq].size()) < n;
+  };
+  ev.context_full = [](int) { FAIL() << "context full"; };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [&](bool idle) {
+    if (!canceled && got[sb].size() == 3) {
+      EXPECT_FALSE(gen.scheduler().sequence(sd).admitted);
+      EXPECT_TRUE(gen.cancel(sd));  // waiting
+      EXPECT_TRUE(gen.cancel(sb));  // running
+      canceled = true;
+    }
+    return !idle;
+  };
+  gen.run(ev);
+  EXPECT_EQ(got[sb].size(), 3u);
+  EXPECT_EQ(got.count(sd), 0u);
+  EXPECT_TRUE(got[sa] == alone(m, pool, a, n));
+  EXPECT_TRUE(got[sc] == alone(m, pool, c, n));  // admitted in b's place
+  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::full), 0);
+  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::sliding), 0);
 }
 
 }  // namespace

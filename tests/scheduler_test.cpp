@@ -228,6 +228,24 @@ TEST(Scheduler, CachedBlocksStayUntilNeededLeastRecentlyReleasedFirst) {
   EXPECT_EQ(run_alone(tokens(33, 100)), 0);  // B is gone
 }
 
+// A conversation's next turn repeats its prompt. On sliding layers the
+// reuse needs the blocks of the prompt's last window, which a long answer
+// would have cycled out of a pool that cached its own blocks too.
+TEST(Scheduler, ANextTurnReusesItsPromptAfterALongAnswer) {
+  const SchedulerOptions o = options(1, 16, 64);  // window 32
+  Scheduler s(o);
+  Batch batch;
+  const std::vector<int32_t> turn1 = tokens(40);
+  const int a = s.add(turn1, 300);
+  while (s.sequence(a).computed < 340) step(s, batch);
+  s.finish(a);
+  std::vector<int32_t> turn2 = turn1;
+  for (int32_t t : tokens(30, 5000)) turn2.push_back(t);
+  const int b = s.add(turn2, 4);
+  step(s, batch);
+  EXPECT_EQ(s.sequence(b).reused, 32);
+}
+
 TEST(BlockManager, PromisesNeverExceedWhatIsAvailable) {
   BlockManager m(4, 2);
   EXPECT_TRUE(m.promise(BlockKind::full, 3));

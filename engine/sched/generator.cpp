@@ -150,6 +150,15 @@ int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
   return seq;
 }
 
+bool Generator::cancel(int seq) {
+  const Scheduler::Sequence& s = scheduler_.sequence(seq);
+  if (s.in_flight) return false;
+  if (s.admitted) leaving_.push_back(seq);
+  scheduler_.finish(seq);
+  params_.erase(seq), told_.erase(seq);
+  return true;
+}
+
 void Generator::run(const Events& events) {
   const Shard& s = model_.shard;
   if (s.mode == SplitMode::layers && s.ranks > 1) {

@@ -61,6 +61,11 @@ class Generator {
   // InputError when it could never run (Scheduler::add).
   int add(std::vector<int32_t> prompt, const SequenceParams& params);
 
+  // Rank 0, between steps: ends a sequence that waits or runs (a client
+  // went away). False, and nothing done, while it is in a step in flight
+  // (a pipeline's): try again after it.
+  bool cancel(int seq);
+
   // What run() tells rank 0's caller.
   struct Events {
     // A sequence's next token; return false when the sequence is done (a stop

@@ -19,7 +19,8 @@ int headroom_blocks(const SchedulerOptions& o) { return o.stages * (blocks_for(o
 }  // namespace
 
 int sliding_blocks_needed(const SchedulerOptions& o) {
-  return o.max_sequences * window_blocks(o.window) + headroom_blocks(o);
+  const int kept = o.prefix_reuse ? o.max_sequences * window_blocks(o.window) : 0;
+  return o.max_sequences * window_blocks(o.window) + headroom_blocks(o) + kept;
 }
 
 Scheduler::Scheduler(const SchedulerOptions& o)
@@ -194,7 +195,10 @@ void Scheduler::ran(const BatchEntry& e) {
         prefix_key(b ? s.keys.back() : 0, std::span<const int32_t>(s.tokens).subspan(b * kKvBlock, kKvBlock));
     s.keys.push_back(key);
     blocks_.cache(BlockKind::full, s.full[b], key);
-    if (b >= s.sliding_block0 && b < s.sliding_block0 + static_cast<int>(s.sliding.size()))
+    // Sliding blocks only of the prompt: what a next turn shares. Generated
+    // ones go back free, so the prompt's last window outlives the answer.
+    if ((b + 1) * kKvBlock <= s.prompt && b >= s.sliding_block0 &&
+        b < s.sliding_block0 + static_cast<int>(s.sliding.size()))
       blocks_.cache(BlockKind::sliding, s.sliding[b - s.sliding_block0], key);
   }
   drop_sliding_before(s, first_visible(s.computed, opt_.window, true) / kKvBlock);

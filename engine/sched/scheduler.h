@@ -41,7 +41,9 @@ struct SchedulerOptions {
 
 // The sliding blocks a pool needs for the options' sequences: a window's
 // worth for each running sequence and the headroom prompt chunks take beyond
-// it, for every step in flight.
+// it, for every step in flight; with prefix reuse, a window more per
+// sequence, so the end of a finished prompt stays cached for the next turn
+// of its conversation (sliding layers need it to reuse the prefix).
 int sliding_blocks_needed(const SchedulerOptions& options);
 
 class Scheduler {
