@@ -32,6 +32,7 @@ struct RunOptions {
   std::string ids_file;           // score: the token sequence
   std::string kv_size;            // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
   bool no_prefix_cache = false;   // never reuse cached prompt prefixes
+  std::string alias;              // serve: the model's id in the API (default: the file's name)
 };
 
 // --kv-size as GeneratorOptions takes it: "16384" (positions) or "2G",

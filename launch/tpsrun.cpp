@@ -5,11 +5,13 @@
 #include <filesystem>
 
 #include "engine/kernels/kernel_set.h"
+#include "launch/chat_command.h"
 #include "launch/cli.h"
 #include "launch/generate_command.h"
 #include "launch/rank_run.h"
 #include "launch/rank_setup.h"
 #include "launch/score_command.h"
+#include "launch/serve_command.h"
 #include "launch/tokenize_command.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -68,12 +70,12 @@ int main(int argc, char** argv) {
                                  "prompts, one per line: each line is a sequence, arriving in order, "
                                  "--parallel of them running at once")
                       ->excludes(prompt);
-  app.add_option("--parallel", run.parallel,
-                 "sequences running at once, every step carrying each one's next token (continuous "
-                 "batching); without --prompts-file, this many sequences of -p (sequence i samples "
-                 "with seed + i); their texts are printed at the end")
-      ->check(tps::kPositive)
-      ->capture_default_str();
+  auto* parallel = app.add_option("--parallel", run.parallel,
+                                  "sequences running at once, every step carrying each one's next token (continuous "
+                                  "batching); without --prompts-file, this many sequences of -p (sequence i samples "
+                                  "with seed + i); their texts are printed at the end")
+                       ->check(tps::kPositive)
+                       ->capture_default_str();
   app.add_option("--kv-size", run.kv_size,
                  "the KV cache pool of each rank: positions (e.g. 65536) or bytes (e.g. 4G, 512M); "
                  "default: --ctx x --parallel positions");
@@ -129,6 +131,34 @@ int main(int argc, char** argv) {
   score->add_option("--ids", run.ids_file, "file of token ids separated by white space")->required();
   score->fallthrough();
 
+  tps::ServeOptions serve_options;
+  CLI::App* serve = app.add_subcommand(
+      "serve",
+      "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, "
+      "/metrics, and a chat page at /): rank 0 listens, every rank runs every step; --parallel "
+      "sequences at once (default 4); SIGTERM or Ctrl-C stops it once what runs is done");
+  serve->add_option("--host", serve_options.host, "address to listen on")->capture_default_str();
+  serve->add_option("--port", serve_options.port, "port to listen on (0: any free one)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  serve->add_option("--api-key", serve_options.api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  serve
+      ->add_option("--max-queue", serve_options.max_queue,
+                   "requests that may wait for a place; more are answered 503 with Retry-After")
+      ->check(tps::kPositive)
+      ->capture_default_str();
+  serve->add_option("--timeout", serve_options.request_seconds, "seconds a request may take, waiting included")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--alias", run.alias, "the model's id in the API (default: the file's name)");
+  serve->fallthrough();
+
+  CLI::App* chat =
+      app.add_subcommand("chat",
+                         "an interactive chat in the terminal (harmony, multi-turn, streaming; Ctrl-C stops an answer; "
+                         "/reset, /stats, /reasoning low|medium|high, /quit)");
+  chat->fallthrough();
+
   tps::TokenizeOptions tk;
   CLI::App* tokenize =
       app.add_subcommand("tokenize", "print the token ids (and pieces) of a text with the model's tokenizer");
@@ -142,7 +172,7 @@ int main(int argc, char** argv) {
   // What the options say together, checked with the rest of the command line.
   app.callback([&] {
     if (place->parsed() || tokenize->parsed()) return;
-    if (!score->parsed() && prompt->count() == 0 && prompts->count() == 0)
+    if (!score->parsed() && !serve->parsed() && !chat->parsed() && prompt->count() == 0 && prompts->count() == 0)
       throw CLI::ValidationError("give a prompt with -p PROMPT, or a subcommand");
     if (model->count() == 0 && !std::filesystem::exists(run.model))
       throw CLI::ValidationError(run.model +
@@ -152,6 +182,7 @@ int main(int argc, char** argv) {
   tps::add_version_flag(app, runtime_versions);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   run.seed_given = seed->count() > 0;
+  if (serve->parsed() && parallel->count() == 0) run.parallel = 4;
   if (tokenize->parsed())  // a local utility: no ranks, no binding
     return tps::run_tool("tpsrun", [&] { return tps::run_tokenize(tk); });
 
@@ -160,6 +191,8 @@ int main(int argc, char** argv) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;
     if (score->parsed()) return tps::run_score(run, mpi, setup);
+    if (serve->parsed()) return tps::run_serve(run, serve_options, mpi, setup);
+    if (chat->parsed()) return tps::run_chat(run, mpi, setup);
     return tps::run_generate(run, mpi, setup);
   });
 }

@@ -1,0 +1,84 @@
+#include "launch/serve_command.h"
+
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+
+#include "engine/kernels/kernel_set.h"
+#include "launch/rank_run.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "serve/server.h"
+#include "topology/machine.h"
+
+namespace tps {
+
+namespace {
+
+// SIGTERM and SIGINT ask the server to stop: the one piece of state a signal
+// handler may set. Every rank takes them (mpirun passes them on); rank 0
+// acts, the others end when rank 0 ends the engine loop.
+std::atomic<bool> stop_signal{false};
+extern "C" void on_stop_signal(int) { stop_signal = true; }
+
+// What the status panel shows of this rank, gathered on rank 0.
+nlohmann::json rank_status(const MpiSession& mpi, const RankSetup& setup, const RankRun& r, const Generator& gen) {
+  const Shard& s = r.shard();
+  return {{"rank", mpi.rank()},
+          {"host", mpi.host()},
+          {"numa_node", r.numa_node},
+          {"pus", format_index_list(setup.binding.pus)},
+          {"threads", setup.binding.threads},
+          {"holds", share_text(s.share, s.mode)},
+          {"weight_bytes", r.model.weights.memory.size()},
+          {"pages_on_node", r.on_node},
+          {"kv_bytes", gen.kv().bytes()}};
+}
+
+}  // namespace
+
+int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {
+  const bool root = mpi.rank() == 0;
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+  std::signal(SIGPIPE, SIG_IGN);  // a client gone while we write: an error return, not a signal
+  std::unique_ptr<Server> server;
+  if (root) {
+    server = std::make_unique<Server>(so);
+    server->listen();  // /health says "loading" while the model loads
+    log_info("listening on http://", so.host, ":", server->port(), " (loading the model)");
+    if (so.api_key.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
+      log_warn("listening on ", so.host, " without --api-key: anyone who can reach it can use it");
+  }
+  RankRun r(o, mpi, setup, Clock::now());
+  Generator gen(r.model, r.pool, r.exchange, r.generator_options(o));
+  const std::vector<std::string> ranks = mpi.gather_to_root(rank_status(mpi, setup, r, gen).dump());
+  if (!root) {
+    gen.run({});
+    return 0;
+  }
+  nlohmann::json status = {{"model", std::filesystem::path(o.model).stem().string()},
+                           {"file", o.model},
+                           {"split", split_mode_name(r.shard().mode)},
+                           {"kernels", isa_name(best_kernel_set().isa)},
+                           {"started", std::time(nullptr)},
+                           {"ranks", nlohmann::json::array()}};
+  for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
+  const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
+  status["model"] = model_id;
+  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx}, status);
+  const SchedulerOptions& sched = gen.scheduler().options();
+  log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,
+           " sequence(s) at once of up to ", sched.context, " positions, ", so.max_queue, " more waiting");
+  Generator::Events events = server->events();
+  events.between_steps = [&, inner = events.between_steps](bool idle) {
+    if (stop_signal) server->request_stop();
+    return inner(idle);
+  };
+  gen.run(events);
+  log_info("stopped: every request answered");
+  return 0;
+}
+
+}  // namespace tps

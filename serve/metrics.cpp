@@ -1,0 +1,70 @@
+#include "serve/metrics.h"
+
+#include "runtime/error.h"
+
+namespace tps {
+
+void Metrics::request(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(m_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::generated_token() {
+  ++generated_tokens_;
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(m_);
+  recent_.push_back(now);
+  while (!recent_.empty() && now - recent_.front() > std::chrono::seconds(60)) recent_.pop_front();
+}
+
+void Metrics::set_load(int waiting, int running, int kv_held, int kv_cached, int kv_total) {
+  waiting_ = waiting, running_ = running, kv_held_ = kv_held, kv_cached_ = kv_cached, kv_total_ = kv_total;
+}
+
+double Metrics::tokens_per_second(double window) const {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(m_);
+  int64_t n = 0;
+  for (auto it = recent_.rbegin(); it != recent_.rend() && std::chrono::duration<double>(now - *it).count() < window;
+       ++it)
+    ++n;
+  return n / window;
+}
+
+std::string Metrics::prometheus() const {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, const std::string& value) {
+    out += cat("# HELP tps_", name, " ", help, "\n# TYPE tps_", name, " ", type, "\n");
+    out += value;
+  };
+  auto one = [](const char* name, double v) { return cat("tps_", name, " ", v, "\n"); };
+  std::string requests;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    for (const auto& [key, n] : requests_)
+      requests += cat("tps_requests_total{endpoint=\"", key.first, "\",status=\"", key.second, "\"} ", n, "\n");
+  }
+  metric("requests_total", "counter", "HTTP requests answered, by endpoint and status.", requests);
+  metric("prompt_tokens_total", "counter", "Prompt tokens of the requests served.",
+         one("prompt_tokens_total", static_cast<double>(prompt_tokens_)));
+  metric("prompt_tokens_cached_total", "counter", "Prompt tokens taken from the prefix cache.",
+         one("prompt_tokens_cached_total", static_cast<double>(cached_tokens_)));
+  metric("generated_tokens_total", "counter", "Tokens generated.",
+         one("generated_tokens_total", static_cast<double>(generated_tokens_)));
+  metric("steps_total", "counter", "Forward steps run.", one("steps_total", static_cast<double>(steps_)));
+  metric("step_tokens_total", "counter", "Tokens the forward steps carried.",
+         one("step_tokens_total", static_cast<double>(step_tokens_)));
+  metric("requests_waiting", "gauge", "Requests waiting for a place (queue depth).",
+         one("requests_waiting", waiting_));
+  metric("requests_running", "gauge", "Sequences running.", one("requests_running", running_));
+  metric("kv_blocks_used", "gauge", "KV pool blocks (full-attention layers) held by running sequences.",
+         one("kv_blocks_used", kv_held_));
+  metric("kv_blocks_cached", "gauge", "KV pool blocks kept for prefix reuse and held by no sequence.",
+         one("kv_blocks_cached", kv_cached_));
+  metric("kv_blocks_total", "gauge", "KV pool blocks (full-attention layers).", one("kv_blocks_total", kv_total_));
+  metric("generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.",
+         one("generated_tokens_per_second", tokens_per_second()));
+  return out;
+}
+
+}  // namespace tps

@@ -1,0 +1,47 @@
+// What the server counts, for GET /metrics (Prometheus text) and the web
+// page's status panel: requests by endpoint and status, tokens in and out
+// (and those taken from the prefix cache), the queue, the running
+// sequences, the KV pool, and tokens/s over the last seconds. Updated by
+// the engine loop and the HTTP threads; every field is safe to read from
+// any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "runtime/clock.h"
+
+namespace tps {
+
+class Metrics {
+ public:
+  void request(const std::string& endpoint, int status);
+  void prompt_tokens(int64_t n, int64_t cached) { prompt_tokens_ += n, cached_tokens_ += cached; }
+  void generated_token();
+  void set_load(int waiting, int running, int kv_held, int kv_cached, int kv_total);
+  void set_steps(int64_t steps, int64_t tokens) { steps_ = steps, step_tokens_ = tokens; }
+
+  // Generated tokens per second over the last `window` seconds.
+  double tokens_per_second(double window = 10) const;
+  int waiting() const { return waiting_; }
+  int running() const { return running_; }
+  struct Kv {
+    int held, cached, total;  // full-attention blocks
+  };
+  Kv kv() const { return {kv_held_, kv_cached_, kv_total_}; }
+  // The Prometheus text exposition (version 0.0.4).
+  std::string prometheus() const;
+
+ private:
+  mutable std::mutex m_;
+  std::map<std::pair<std::string, int>, int64_t> requests_;
+  std::deque<Clock::time_point> recent_;  // generated tokens' times, last 60 s
+  std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, steps_{0}, step_tokens_{0};
+  std::atomic<int> waiting_{0}, running_{0}, kv_held_{0}, kv_cached_{0}, kv_total_{0};
+};
+
+}  // namespace tps

@@ -1,0 +1,487 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include "runtime/build_info.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "serve/api_error.h"
+#include "serve/response_text.h"
+#include "serve/web_page.h"  // generated: the embedded web page
+
+namespace tps {
+
+using nlohmann::json;
+
+// One request as its HTTP thread and the engine loop share it.
+struct Server::Job {
+  std::vector<int32_t> prompt;
+  SequenceParams params;
+  Clock::time_point deadline;
+  // Engine loop -> HTTP thread, under m.
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Pick> picks;
+  bool done = false;
+  std::string finish;  // "stop", "length", "cancelled"
+  int status = 200;    // the engine's refusal, with error
+  std::string error;
+  int reused = 0;
+  // HTTP thread -> engine loop.
+  std::atomic<bool> cancelled{false};
+  // Engine loop only.
+  int seq = -1, generated = 0;
+  bool started = false;
+
+  void end(const std::string& why) {
+    std::lock_guard<std::mutex> lock(m);
+    done = true, finish = why;
+    cv.notify_all();
+  }
+  void fail(int s, const std::string& e) {
+    std::lock_guard<std::mutex> lock(m);
+    done = true, status = s, error = e;
+    cv.notify_all();
+  }
+  // Waits for tokens or the end, up to `seconds`; takes what came.
+  std::deque<Pick> take(double seconds, bool& finished) {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done || !picks.empty(); });
+    std::deque<Pick> out;
+    out.swap(picks);
+    finished = done;
+    return out;
+  }
+};
+
+namespace {
+
+std::string sse(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+json usage(int prompt, int completion, int cached, int reasoning) {
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}},
+          {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
+}
+
+}  // namespace
+
+Server::Server(const ServeOptions& o) : opt_(o), http_(std::make_unique<httplib::Server>()) {
+  if (o.port < 0 || o.port > 65535) throw InputError(cat("--port ", o.port, ": expected 0..65535"));
+  route();
+}
+
+Server::~Server() {
+  http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+void Server::listen() {
+  http_->set_payload_max_length(opt_.max_body_bytes);
+  http_->set_read_timeout(10, 0);  // a client that sends too slowly is dropped
+  http_->set_write_timeout(30, 0);
+  const int threads = std::clamp(opt_.max_queue + 16, 16, 256);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // SO_REUSEADDR, not httplib's default SO_REUSEPORT: a restart may take
+  // the port at once, but a second server on it is refused.
+  int socket = -1;
+  http_->set_socket_options([&socket](socket_t s) {
+    const int yes = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    socket = s;
+  });
+  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  if (port_ < 0)
+    throw InputError(cat("--host ", opt_.host, " --port ", opt_.port, ": cannot listen there (", std::strerror(errno),
+                         ")"));
+  // httplib listens with its compiled backlog of 5: a burst of clients
+  // beyond it would be reset. The kernel takes a second listen() as a new
+  // backlog.
+  ::listen(socket, SOMAXCONN);
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void Server::ready(Generator& generator, const Tokenizer& tokenizer, const ApiLimits& limits, json status) {
+  gen_ = &generator, tok_ = &tokenizer, limits_ = limits, status_ = std::move(status);
+  ready_ = true;
+}
+
+void Server::route() {
+  httplib::Server& s = *http_;
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_json(res, 401, ApiError(401, "a valid API key is needed (Authorization: Bearer KEY)", "",
+                                 "authentication_error", "invalid_api_key")
+                            .body());
+    metrics_.request(req.path, 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // What httplib answers itself (no route, a body too large, ...) gets an
+  // OpenAI-style body too.
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 404   ? "no such route: " + req.method + " " + req.path
+                                : res.status == 413 ? "the request body is too large"
+                                                    : cat("HTTP status ", res.status);
+    send_json(res, res.status, ApiError(res.status, message, "", res.status == 404 ? "not_found_error"
+                                                                                   : "invalid_request_error")
+                                   .body());
+  });
+  // A client that asks before sending a body (Expect: 100-continue, as curl
+  // does for large ones) learns at once that it is too large.
+  s.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string length = req.get_header_value("Content-Length");
+    if (!length.empty() && std::strtoull(length.c_str(), nullptr, 10) > opt_.max_body_bytes) {
+      send_json(res, 413, ApiError(413, "the request body is too large", "", "invalid_request_error").body());
+      return 413;
+    }
+    return 100;
+  });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (ready_)
+      send_json(res, 200, {{"status", "ok"}});
+    else
+      send_json(res, 503, ApiError(503, "Loading model", "", "unavailable_error").body());
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
+  });
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kWebPage, "text/html"); });
+  s.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+  // What ready() set is read only once ready_ says so.
+  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!ready_) {
+      send_json(res, 503, ApiError(503, "Loading model", "", "unavailable_error").body());
+      res.set_header("Retry-After", "1");
+      return metrics_.request(req.path, 503);
+    }
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", limits_.model_id},
+                                      {"object", "model"},
+                                      {"created", status_.value("started", 0)},
+                                      {"owned_by", "tps"},
+                                      {"max_model_len", limits_.context}}})}});
+    metrics_.request(req.path, 200);
+  });
+  s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
+    if (!ready_) return send_json(res, 200, {{"ready", false}});
+    json j = status_;
+    j["ready"] = true;
+    j["sequences"] = {{"running", metrics_.running()}, {"waiting", metrics_.waiting()}};
+    j["tokens_per_second"] = metrics_.tokens_per_second();
+    const Metrics::Kv kv = metrics_.kv();
+    j["kv"] = {{"blocks_total", kv.total}, {"blocks_used", kv.held}, {"blocks_cached", kv.cached},
+               {"block_positions", kKvBlock}};
+    send_json(res, 200, j);
+  });
+  auto generation = [this](const std::string& endpoint, bool chat) {
+    return [this, endpoint, chat](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (!ready_) throw ApiError(503, "Loading model", "", "unavailable_error");
+        if (stopping_) throw ApiError(503, "the server is shutting down", "", "unavailable_error");
+        nlohmann::ordered_json body;  // keeps the order of the tools' properties
+        try {
+          body = nlohmann::ordered_json::parse(req.body);
+        } catch (const json::parse_error& e) {
+          throw ApiError(400, cat("the body is not valid JSON: ", e.what()));
+        }
+        this->generate(body, chat, res);
+      } catch (const ApiError& e) {
+        if (e.status == 503) res.set_header("Retry-After", "1");
+        send_json(res, e.status, e.body());
+      } catch (const std::exception& e) {
+        send_json(res, 500, ApiError(500, cat("internal error: ", e.what()), "", "server_error").body());
+      }
+      metrics_.request(endpoint, res.status);
+    };
+  };
+  s.Post("/v1/chat/completions", generation("/v1/chat/completions", true));
+  s.Post("/v1/completions", generation("/v1/completions", false));
+}
+
+std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const GenerationRequest& r) {
+  if (static_cast<int>(prompt.size()) >= limits_.context)
+    throw ApiError(400,
+                   cat("the prompt is ", prompt.size(), " tokens; the context holds ", limits_.context,
+                       ", with room for at least one generated token"),
+                   "messages", "invalid_request_error", "context_length_exceeded");
+  if (queued_ >= opt_.max_queue)
+    throw ApiError(503, cat("the queue is full (", opt_.max_queue, " requests wait); try again"), "",
+                   "unavailable_error");
+  auto job = std::make_shared<Job>();
+  job->params.sampler = r.sampler;
+  if (!r.seed_given) job->params.sampler.seed = std::random_device{}();
+  const int room = limits_.context - static_cast<int>(prompt.size());
+  job->params.max_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
+  job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
+  job->prompt = std::move(prompt);
+  job->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(opt_.request_seconds));
+  ++queued_;
+  {
+    std::lock_guard<std::mutex> lock(inbox_m_);
+    inbox_.push_back(job);
+  }
+  inbox_cv_.notify_one();
+  return job;
+}
+
+void Server::generate(const nlohmann::ordered_json& body, bool chat, httplib::Response& res) {
+  std::unique_ptr<GenerationRequest> request;
+  std::vector<int32_t> prompt;
+  if (chat) {
+    auto r = std::make_unique<ChatRequest>(parse_chat_request(body, limits_));
+    prompt = render_conversation(r->conversation, [this](const std::string& s) { return tok_->encode(s); });
+    request = std::move(r);
+  } else {
+    auto r = std::make_unique<CompletionRequest>(parse_completion_request(body, limits_));
+    prompt = tok_->encode(r->prompt, true);
+    request = std::move(r);
+  }
+  const GenerationRequest& r = *request;
+  const int prompt_tokens = static_cast<int>(prompt.size());
+  std::shared_ptr<Job> job = submit(std::move(prompt), r);
+  const uint64_t n = next_id_++;
+  const std::string id = cat(chat ? "chatcmpl-" : "cmpl-", std::hex, n);
+  const int64_t created = std::time(nullptr);
+  auto rt = std::make_shared<ResponseText>(*tok_, chat, r.stop, r.logprobs ? r.top_logprobs : -1, cat("call_", std::hex, n, "_"));
+  auto finish_reason = [job, rt] {
+    if (job->finish == "length") return "length";
+    return rt->tool_calls().empty() ? "stop" : "tool_calls";
+  };
+  auto usage_of = [job, rt, prompt_tokens](int completion) {
+    return usage(prompt_tokens, completion, job->reused, rt->reasoning_tokens());
+  };
+
+  if (!r.stream) {
+    int completion = 0;
+    for (bool finished = false; !finished;) {
+      for (const Pick& p : job->take(1.0, finished)) {
+        ++completion;
+        rt->push(p);
+        if (rt->stopped()) job->cancelled = true;
+      }
+    }
+    if (!job->error.empty()) throw ApiError(job->status, job->error);
+    rt->finish();
+    json choice;
+    if (chat) {
+      json message = {{"role", "assistant"}, {"content", rt->content()}, {"refusal", nullptr}};
+      if (!rt->reasoning().empty()) message["reasoning_content"] = rt->reasoning();
+      if (!rt->tool_calls().empty()) {
+        message["tool_calls"] = json::array();
+        for (const ResponseText::ToolCall& c : rt->tool_calls())
+          message["tool_calls"].push_back(
+              {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      }
+      choice = {{"index", 0},
+                {"message", message},
+                {"logprobs", r.logprobs ? json{{"content", rt->logprobs()}} : json()},
+                {"finish_reason", finish_reason()}};
+    } else {
+      json lp;
+      if (r.logprobs) {
+        lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
+        for (const json& e : rt->logprobs()) {
+          lp["tokens"].push_back(e["token"]);
+          lp["token_logprobs"].push_back(e["logprob"]);
+          json top = json::object();
+          for (const json& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+          lp["top_logprobs"].push_back(top);
+        }
+      }
+      choice = {{"index", 0}, {"text", rt->content()}, {"logprobs", lp}, {"finish_reason", finish_reason()}};
+    }
+    send_json(res, 200,
+              {{"id", id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", created},
+               {"model", limits_.model_id},
+               {"system_fingerprint", cat("tps-", build_info().commit)},
+               {"choices", json::array({choice})},
+               {"usage", usage_of(completion)}});
+    return;
+  }
+
+  // Streaming: server-sent events, one chunk per token that shows something.
+  struct Stream {
+    bool first = true;
+    int completion = 0;
+  };
+  auto st = std::make_shared<Stream>();
+  const bool include_usage = r.include_usage, logprobs = r.logprobs;
+  const std::string model = limits_.model_id;
+  auto chunk = [=](const json& delta, const json& finish, const json& lp) {
+    json choice = {{"index", 0}, {"finish_reason", finish}};
+    if (chat) {
+      choice["delta"] = delta;
+      if (logprobs) choice["logprobs"] = lp.is_null() ? json() : json{{"content", lp}};
+    } else {
+      choice["text"] = delta.value("content", "");
+      choice["logprobs"] = nullptr;
+    }
+    json c = {{"id", id},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"system_fingerprint", cat("tps-", build_info().commit)},
+              {"choices", json::array({choice})}};
+    if (include_usage) c["usage"] = nullptr;
+    return sse(c);
+  };
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [=, this](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& text) {
+          if (sink.write(text.data(), text.size())) return true;
+          job->cancelled = true;  // the client went away: its sequence ends at the next step
+          return false;
+        };
+        if (st->first) {
+          st->first = false;
+          return write(chunk(chat ? json{{"role", "assistant"}, {"content", ""}} : json{{"content", ""}}, nullptr,
+                             json()));
+        }
+        bool finished = false;
+        std::deque<Pick> picks = job->take(10.0, finished);
+        if (picks.empty() && !finished) return write(": keep-alive\n\n");
+        std::string out;
+        auto emit = [&](const ResponseText::Delta& d) {
+          if (!d.reasoning.empty()) out += chunk({{"reasoning_content", d.reasoning}}, nullptr, json());
+          if (!d.content.empty()) out += chunk({{"content", d.content}}, nullptr, d.logprobs);
+          if (d.tool_call >= 0) {
+            const ResponseText::ToolCall& c = rt->tool_calls()[d.tool_call];
+            json call = {{"index", d.tool_call}};
+            if (d.tool_call_started)
+              call.update({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}});
+            if (!d.arguments.empty()) call["function"]["arguments"] = d.arguments;
+            out += chunk({{"tool_calls", json::array({call})}}, nullptr, json());
+          }
+        };
+        for (const Pick& p : picks) {
+          ++st->completion;
+          emit(rt->push(p));
+          if (rt->stopped()) job->cancelled = true;
+        }
+        if (finished) {
+          if (!job->error.empty()) {
+            out += sse(ApiError(job->status, job->error).body());
+          } else {
+            emit(rt->finish());
+            out += chunk(json::object(), finish_reason(), json());
+            if (include_usage) {
+              json u = {{"id", id},
+                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", created},
+                        {"model", model},
+                        {"choices", json::array()},
+                        {"usage", usage_of(st->completion)}};
+              out += sse(u);
+            }
+          }
+          out += "data: [DONE]\n\n";
+        }
+        if (!out.empty() && !write(out)) return false;
+        if (finished) sink.done();
+        return true;
+      },
+      [job](bool) { job->cancelled = true; });
+}
+
+Generator::Events Server::events() {
+  Generator::Events ev;
+  ev.between_steps = [this](bool idle) { return between_steps(idle); };
+  ev.token = [this](int seq, const Pick& p) {
+    std::shared_ptr<Job> job = live_.at(seq);
+    if (!job->started) {
+      job->started = true;
+      --queued_;
+      job->reused = gen_->scheduler().sequence(seq).reused;
+      metrics_.prompt_tokens(static_cast<int64_t>(job->prompt.size()), job->reused);
+    }
+    {
+      std::lock_guard<std::mutex> lock(job->m);
+      job->picks.push_back(p);
+    }
+    job->cv.notify_all();
+    metrics_.generated_token();
+    const char* why = is_stop_token(p.id)                         ? "stop"
+                      : ++job->generated >= job->params.max_new   ? "length"
+                      : job->cancelled                            ? "cancelled"
+                      : Clock::now() > job->deadline              ? "length"
+                                                                  : nullptr;
+    if (!why) return true;
+    job->end(why);
+    live_.erase(seq);
+    return false;
+  };
+  ev.context_full = [this](int seq) {
+    live_.at(seq)->end("length");
+    live_.erase(seq);
+  };
+  ev.waiting = [](int, const std::string&) {};
+  return ev;
+}
+
+bool Server::between_steps(bool idle) {
+  std::deque<std::shared_ptr<Job>> arrived;
+  {
+    std::lock_guard<std::mutex> lock(inbox_m_);
+    arrived.swap(inbox_);
+  }
+  for (const std::shared_ptr<Job>& job : arrived) {
+    try {
+      job->seq = gen_->add(job->prompt, job->params);
+      live_[job->seq] = job;
+    } catch (const InputError& e) {
+      --queued_;
+      job->fail(400, e.what());
+    }
+  }
+  // Requests not yet started whose client left or whose time ran out.
+  for (auto it = live_.begin(); it != live_.end();) {
+    const std::shared_ptr<Job>& job = it->second;
+    if (!job->started && (job->cancelled || Clock::now() > job->deadline) && gen_->cancel(it->first)) {
+      --queued_;
+      job->end(job->cancelled ? "cancelled" : "length");
+      it = live_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const Scheduler& s = gen_->scheduler();
+  metrics_.set_steps(gen_->stats().steps, gen_->stats().tokens);
+  metrics_.set_load(s.waiting(), s.running(), s.blocks().held(BlockKind::full), s.blocks().cached_idle(BlockKind::full),
+                    s.blocks().total(BlockKind::full));
+  if (stopping_ && live_.empty()) {
+    std::lock_guard<std::mutex> lock(inbox_m_);
+    if (inbox_.empty()) return false;
+  }
+  if (idle && live_.empty()) {
+    std::unique_lock<std::mutex> lock(inbox_m_);
+    inbox_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return !inbox_.empty() || stopping_; });
+  }
+  return true;
+}
+
+}  // namespace tps

@@ -1,0 +1,97 @@
+// The OpenAI-compatible HTTP server (rank 0): cpp-httplib threads take the
+// requests, check and render them, and hand them to the engine loop
+// (engine/sched/generator.h), which every rank runs on the main thread;
+// tokens come back to each request's thread as they are chosen, which turns
+// them into the response (serve/response_text.h) or its stream of
+// server-sent events.
+//
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET
+// /v1/models, GET /health (503 "loading" until the model is ready), GET
+// /metrics (Prometheus), GET /v1/status (the web page's panel), GET / (the
+// web page). With an API key, /v1/* need "Authorization: Bearer KEY".
+//
+// Serving: a bounded queue (503 with Retry-After when full), a time limit
+// per request, a client that goes away frees its sequence at the next step,
+// and stop() lets what runs finish, then ends the engine loop on every rank.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "engine/sched/generator.h"
+#include "engine/text/tokenizer.h"
+#include "serve/api_request.h"
+#include "serve/metrics.h"
+
+namespace httplib {
+class Server;
+struct Response;
+}  // namespace httplib
+
+namespace tps {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;           // "": no authentication
+  int max_queue = 64;            // requests waiting for a place; more get 503
+  double request_seconds = 600;  // a request's time limit, queue included
+  size_t max_body_bytes = 8 << 20;
+};
+
+class Server {
+ public:
+  explicit Server(const ServeOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Starts listening (before the model is loaded: /health says so). Throws
+  // Error naming the address when it cannot bind.
+  void listen();
+  // The model is ready: requests are served through this generator, which
+  // the caller runs with events().
+  void ready(Generator& generator, const Tokenizer& tokenizer, const ApiLimits& limits, nlohmann::json status);
+  // The engine loop's side (the main thread of rank 0).
+  Generator::Events events();
+  // Stops taking requests; the engine loop ends once what runs is done.
+  // Safe from a signal handler's flag poll (see request_stop).
+  void request_stop() { stopping_ = true; }
+  int port() const { return port_; }
+
+ private:
+  struct Job;
+  void route();
+  // Serves one generation request (chat: harmony; else a raw completion).
+  // Throws ApiError.
+  void generate(const nlohmann::ordered_json& body, bool chat, httplib::Response& res);
+  std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerationRequest& r);
+  bool between_steps(bool idle);
+
+  ServeOptions opt_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  int port_ = 0;
+  std::atomic<bool> ready_{false}, stopping_{false};
+  Generator* gen_ = nullptr;
+  const Tokenizer* tok_ = nullptr;
+  ApiLimits limits_;
+  nlohmann::json status_;  // what does not change: model, ranks
+  Metrics metrics_;
+
+  std::mutex inbox_m_;
+  std::condition_variable inbox_cv_;
+  std::deque<std::shared_ptr<Job>> inbox_;
+  std::atomic<int> queued_{0};  // in the inbox or waiting for a place
+  std::map<int, std::shared_ptr<Job>> live_;  // engine loop only: by sequence
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace tps

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""`mpirun -np 2 tpsrun serve` end to end, on loopback, bounded in requests and
+time: OpenAI's official client (tests/reference/openai_client.mjs), the web
+page in headless chromium (tests/reference/web_page.mjs), every kind of bad
+input answered with its status and an OpenAI-style JSON error while the
+server goes on serving, a load of 200 requests at 16 at a time, /metrics, a
+second server on the same port refused, and SIGUSR1 to mpirun (SIGTERM to a
+lone tpsrun) ending every rank gracefully with exit code 0.
+
+  serve_e2e_test.py --tpsrun PATH --model FILE --reference DIR [--no-browser]
+"""
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+KEY = "test-key"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, args, ranks=2):
+        self.port = free_port()
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
+        mpirun = ["mpirun", "--oversubscribe", "-np", str(ranks)] if ranks > 1 else []
+        self.cmd = mpirun + [args.tpsrun, "serve", "-m", args.model, "--port", str(self.port), "--parallel", "4",
+                             "--ctx", "512", "--max-queue", "32", "--api-key", KEY, "-t", "1"]
+        self.proc = subprocess.Popen(self.cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     start_new_session=True, text=True)
+        self.log = []
+        threading.Thread(target=lambda: self.log.extend(self.proc.stdout), daemon=True).start()
+        self.model_id = os.path.splitext(os.path.basename(args.model))[0]
+
+    def request(self, method, path, body=None, headers=None, key=KEY, timeout=60):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        if key:
+            h["Authorization"] = "Bearer " + key
+        h.update(headers or {})
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        conn.request(method, path, body=data, headers=h)
+        r = conn.getresponse()
+        payload = r.read()
+        conn.close()
+        return r.status, dict(r.getheaders()), payload
+
+    def wait_ready(self, seconds=120):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                fail("the server exited while starting:\n" + "".join(self.log))
+            try:
+                status, _, body = self.request("GET", "/health", timeout=5)
+                if status == 200:
+                    return
+                if status == 503:
+                    assert json.loads(body)["error"]["message"] == "Loading model"
+            except OSError:
+                pass
+            time.sleep(0.2)
+        fail("the server was not ready in time:\n" + "".join(self.log))
+
+
+def fail(what):
+    print("FAIL: " + what, flush=True)
+    sys.exit(1)
+
+
+def ok(what):
+    print("ok: " + what, flush=True)
+
+
+def expect_error(server, what, status, method, path, body=None, key=KEY, headers=None):
+    got, h, payload = server.request(method, path, body, headers=headers, key=key)
+    try:
+        error = json.loads(payload)["error"]
+        good = got == status and isinstance(error["message"], str) and "type" in error
+    except (ValueError, KeyError, TypeError):
+        good = False
+    if not good:
+        fail(f"{what}: expected {status} with an OpenAI error body, got {got}: {payload[:300]!r}")
+    ok(f"{what}: {status} {error['message'][:70]}")
+    return h
+
+
+def chat(server, **extra):
+    body = {"model": server.model_id, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    body.update(extra)
+    return body
+
+
+def bad_input(server):
+    expect_error(server, "malformed JSON", 400, "POST", "/v1/chat/completions", "{not json")
+    expect_error(server, "wrong type", 400, "POST", "/v1/chat/completions", chat(server, temperature="hot"))
+    expect_error(server, "unknown model", 404, "POST", "/v1/chat/completions", chat(server, model="gpt-4o"))
+    expect_error(server, "no messages", 400, "POST", "/v1/chat/completions", {"model": server.model_id})
+    expect_error(server, "unknown role", 400, "POST", "/v1/chat/completions",
+                 chat(server, messages=[{"role": "robot", "content": "x"}]))
+    expect_error(server, "max_tokens past the context", 400, "POST", "/v1/chat/completions",
+                 chat(server, max_tokens=100000))
+    expect_error(server, "a prompt longer than the context", 400, "POST", "/v1/completions",
+                 {"prompt": "word " * 2000, "max_tokens": 4})
+    expect_error(server, "unknown route", 404, "GET", "/v1/nothing")
+    expect_error(server, "no API key", 401, "POST", "/v1/chat/completions", chat(server), key=None)
+    # A 100 MB body, announced with Expect: 100-continue as curl does: refused
+    # from its Content-Length, before it is sent.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {100 << 20}\r\nExpect: 100-continue\r\n\r\n".encode())
+        reply = ""
+        s.settimeout(10)
+        try:
+            while '"error"' not in reply or not reply.rstrip().endswith("}"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk.decode(errors="replace")
+        except (socket.timeout, ConnectionResetError):
+            pass
+    if not reply.startswith("HTTP/1.1 413") or '"error"' not in reply:
+        fail("a 100 MB body: expected 413 with an error body, got " + reply[:200])
+    ok("a 100 MB body: 413")
+    # A client that sends a byte a second holds one of the HTTP threads while
+    # it trickles (httplib bounds each read, not a whole request), and others
+    # are served meanwhile; once it falls silent it is dropped after the read
+    # timeout (10 s).
+    slow = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    for i in range(6):
+        slow.send(request[i:i + 1])
+        if i == 3:
+            status, _, _ = server.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+            if status != 200:
+                fail(f"a request while a slow client trickles: {status}")
+        time.sleep(1)
+    silent = time.time()
+    slow.settimeout(30)
+    try:
+        dropped = slow.recv(1) == b""
+    except (ConnectionResetError, socket.timeout):
+        dropped = True
+    slow.close()
+    if not dropped or time.time() - silent > 20:
+        fail("a slow client that fell silent was not dropped within 20 s")
+    ok(f"a slow client: others served while it trickled, dropped {time.time() - silent:.0f} s after it fell silent")
+    # A flood of connections: each gets an answer, 200 or 503 with Retry-After.
+    results = []
+
+    def one():
+        try:
+            status, headers, payload = server.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 1},
+                                                      timeout=120)
+            body = json.loads(payload)
+            results.append(status == 200 or (status == 503 and "error" in body and "Retry-After" in headers))
+        except Exception as e:  # noqa: BLE001 -- any failure is a lost request
+            results.append(False)
+            print("flood request failed:", e)
+    threads = [threading.Thread(target=one) for _ in range(150)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if not all(results):
+        fail(f"a flood of 150 connections: {results.count(False)} without a proper answer")
+    ok("a flood of 150 connections: each answered (200, or 503 with Retry-After)")
+
+
+def load(server):
+    latencies, statuses = [], []
+    lock = threading.Lock()
+    todo = list(range(200))
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop()
+            t0 = time.time()
+            status, _, payload = server.request("POST", "/v1/completions",
+                                                {"prompt": f"Request {i}: tell me", "max_tokens": 8})
+            with lock:
+                statuses.append((status, json.loads(payload).get("usage", {}).get("completion_tokens", 0)))
+                latencies.append(time.time() - t0)
+    t0 = time.time()
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.time() - t0
+    if len(statuses) != 200 or any(s != 200 for s, _ in statuses):
+        fail(f"load: {sum(s != 200 for s, _ in statuses)} of {len(statuses)} requests failed")
+    tokens = sum(n for _, n in statuses)
+    latencies.sort()
+    ok(f"load: 200 requests at 16 at a time, none lost, in {elapsed:.1f} s ({tokens / elapsed:.0f} tok/s, "
+       f"p50 {latencies[100]:.2f} s, p99 {latencies[197]:.2f} s)")
+
+
+def port_taken(args, port):
+    """A second server on a port in use is refused with one line naming it."""
+    run = subprocess.run([args.tpsrun, "-q", "serve", "-m", args.model, "--port", str(port)], capture_output=True,
+                         text=True, timeout=60)
+    lines = run.stderr.strip().splitlines()
+    if run.returncode == 0 or len(lines) != 1 or f"--port {port}" not in lines[0]:
+        fail(f"a second server on port {port}: exit {run.returncode}, {run.stderr!r}")
+    ok(f"a second server on the same port: {lines[0]}")
+
+
+def stop(proc, signum, what, log):
+    """The signal ends the server gracefully, every rank, with exit code 0."""
+    t0 = time.time()
+    proc.send_signal(signum)
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        fail(f"{what}: the server did not end within 30 s:\n" + "".join(log[-20:]))
+    time.sleep(0.2)  # the log reader's last lines
+    said = "".join(log[-6:])
+    if code != 0 or "stopped" not in said:
+        fail(f"{what}: exit code {code}:\n{said}")
+    ok(f"{what}: ended in {time.time() - t0:.1f} s with exit code 0: {said.strip().splitlines()[-1]}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--tpsrun", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--reference", required=True, help="tests/reference (node_modules with openai, playwright-core)")
+    p.add_argument("--node", default="node")
+    p.add_argument("--no-browser", action="store_true")
+    args = p.parse_args()
+    server = Server(args)
+    try:
+        server.wait_ready()
+        ok("GET /health: ready")
+        base = f"http://127.0.0.1:{server.port}"
+        run = subprocess.run([args.node, os.path.join(args.reference, "openai_client.mjs"), base, KEY,
+                              server.model_id], timeout=600)
+        if run.returncode != 0:
+            fail("the openai client's checks")
+        if not args.no_browser:
+            run = subprocess.run([args.node, os.path.join(args.reference, "web_page.mjs"), base, KEY, "2"],
+                                 timeout=300)
+            if run.returncode != 0:
+                fail("the web page's checks")
+        bad_input(server)
+        load(server)
+        status, _, body = server.request("GET", "/metrics")
+        text = body.decode()
+        for name in ("tps_requests_total", "tps_generated_tokens_total", "tps_requests_waiting",
+                     "tps_requests_running", "tps_kv_blocks_total", "tps_generated_tokens_per_second"):
+            if name not in text:
+                fail(f"/metrics has no {name}")
+        ok("GET /metrics: Prometheus text with requests, tokens, queue, running, KV pool, tokens/s")
+        status, _, body = server.request("GET", "/health")
+        if status != 200:
+            fail("the server stopped serving")
+        port_taken(args, server.port)
+    except BaseException:
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        raise
+    # mpirun passes SIGUSR1 on to the ranks and ends with their exit code
+    # (SIGTERM it passes on too, but then ends with 1 whatever they do).
+    stop(server.proc, signal.SIGUSR1, "SIGUSR1 to mpirun", server.log)
+    alone = Server(args, ranks=1)
+    try:
+        alone.wait_ready()
+    except BaseException:
+        os.killpg(alone.proc.pid, signal.SIGKILL)
+        raise
+    stop(alone.proc, signal.SIGTERM, "SIGTERM to a lone tpsrun serve", alone.log)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+// The server's pieces without a network: tools rendered as harmony's
+// functions namespace, requests read and refused by name, and responses
+// built from generated tokens (channels, tool calls, stop strings, raw
+// output, log-probabilities).
+#include <gtest/gtest.h>
+
+#include "serve/api_error.h"
+#include "serve/api_request.h"
+#include "serve/response_text.h"
+#include "serve/tool_schema.h"
+#include "tests/test_vocab.h"
+
+namespace tps {
+namespace {
+
+using json = nlohmann::ordered_json;
+using testing::test_tokenizer;
+
+const ApiLimits kLimits{"gpt-oss-test", 256};
+
+// openai/harmony's test_render_functions_with_parameters tools, as an
+// OpenAI request carries them, and what harmony renders.
+TEST(ToolSchema, RendersAsTheHarmonyLibraryDoes) {
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_location", "description": "Gets the location of the user."}},
+    {"type": "function", "function": {"name": "get_current_weather",
+      "description": "Gets the current weather in the provided location.",
+      "parameters": {"type": "object", "properties": {
+        "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+        "format": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}},
+        "required": ["location"]}}},
+    {"type": "function", "function": {"name": "get_multiple_weathers",
+      "description": "Gets the current weather in the provided list of locations.",
+      "parameters": {"type": "object", "properties": {
+        "locations": {"type": "array", "items": {"type": "string"},
+                      "description": "List of city and state, e.g. [\"San Francisco, CA\", \"New York, NY\"]"},
+        "format": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}},
+        "required": ["locations"]}}}])");
+  EXPECT_EQ(render_functions(tools),
+            "// Gets the location of the user.\ntype get_location = () => any;\n\n"
+            "// Gets the current weather in the provided location.\ntype get_current_weather = (_: {\n"
+            "// The city and state, e.g. San Francisco, CA\nlocation: string,\n"
+            "format?: \"celsius\" | \"fahrenheit\", // default: celsius\n}) => any;\n\n"
+            "// Gets the current weather in the provided list of locations.\ntype get_multiple_weathers = (_: {\n"
+            "// List of city and state, e.g. [\"San Francisco, CA\", \"New York, NY\"]\nlocations: string[],\n"
+            "format?: \"celsius\" | \"fahrenheit\", // default: celsius\n}) => any;\n\n");
+  EXPECT_THROW(render_functions(json::parse(R"([{"type": "function", "function": {}}])")), ApiError);
+  EXPECT_THROW(render_functions(json::parse(R"({"a": 1})")), ApiError);
+}
+
+void expect_refused(const std::string& body, int status, const std::string& param, const std::string& fragment) {
+  try {
+    parse_chat_request(json::parse(body), kLimits);
+    ADD_FAILURE() << "accepted: " << body;
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, status) << body;
+    EXPECT_EQ(e.param, param) << body;
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_EQ(e.body()["error"]["message"], e.what());
+  }
+}
+
+TEST(ApiRequest, RefusesWhatIsWrongByName) {
+  expect_refused(R"({"model": "gpt-oss-test"})", 400, "messages", "'messages' is missing");
+  expect_refused(R"({"messages": []})", 400, "messages", "non-empty");
+  expect_refused(R"({"messages": [{"role": "wizard", "content": "x"}]})", 400, "messages[0].role", "'wizard'");
+  expect_refused(R"({"messages": [{"content": "x"}]})", 400, "messages[0]", "'role'");
+  expect_refused(R"({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]})", 404, "model",
+                 "does not exist");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", 400, "temperature",
+                 "must be a number");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})", 400, "temperature",
+                 "expected 0 to 2");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n", "");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 100000})", 400, "max_tokens",
+                 "more than the context of 256");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "max_tokens", "");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", 400, "top_logprobs",
+                 "needs 'logprobs'");
+  expect_refused(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
+                 "messages[0].content", "only text");
+  expect_refused(R"({"messages": [{"role": "tool", "content": "42"}]})", 400, "messages[0]", "no earlier tool call");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", 400, "stop", "");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"})", 400,
+                 "reasoning_effort", "'max'");
+  expect_refused(R"([1, 2])", 400, "", "JSON object");
+}
+
+TEST(ApiRequest, RendersTheConversationAsHarmonyKeepsIt) {
+  const ChatRequest r = parse_chat_request(json::parse(R"({
+    "model": "gpt-oss-test", "reasoning_effort": "high", "max_tokens": 10, "stop": "END",
+    "tools": [{"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+               "properties": {"a": {"type": "number"}}, "required": ["a"]}}}],
+    "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": "hello", "reasoning_content": "an old thought"},
+      {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
+      {"role": "user", "content": "add 1"},
+      {"role": "assistant", "content": null, "reasoning_content": "need add",
+       "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\":1}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "1"}]})"),
+                                           kLimits);
+  EXPECT_EQ(r.max_tokens, 10);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(r.tools);
+  const Conversation& c = r.conversation;
+  EXPECT_EQ(c.reasoning, "high");
+  EXPECT_EQ(c.instructions, "Be brief.\n\nUse tools.");
+  EXPECT_EQ(c.functions, "type add = (_: {\na: number,\n}) => any;\n\n");
+  ASSERT_EQ(c.messages.size(), 6u);  // the earlier turn's reasoning is dropped, the ongoing one's kept
+  EXPECT_EQ(c.messages[1].channel, "final");
+  EXPECT_EQ(c.messages[1].content, "hello");
+  EXPECT_EQ(c.messages[3].channel, "analysis");
+  EXPECT_EQ(c.messages[3].content, "need add");
+  EXPECT_EQ(c.messages[4].recipient, "functions.add");
+  EXPECT_EQ(c.messages[4].content_type, "<|constrain|>json");
+  EXPECT_EQ(c.messages[4].content, "{\"a\":1}");
+  EXPECT_EQ(c.messages[5].role, "functions.add");
+  EXPECT_EQ(c.messages[5].recipient, "assistant");
+}
+
+// The picks of a text's tokens (special tokens parsed), log-probabilities made up.
+std::vector<Pick> picks(const std::string& text) {
+  std::vector<Pick> out;
+  for (int32_t id : test_tokenizer().encode(text, true)) {
+    Pick p;
+    p.id = id, p.logprob = -0.5f, p.n_top = 2;
+    p.top[0] = {id, -0.5f}, p.top[1] = {13, -1.5f};
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Feeds the text's tokens; returns what the deltas said, concatenated.
+std::string stream(ResponseText& rt, const std::string& text) {
+  std::string said;
+  for (const Pick& p : picks(text)) {
+    const ResponseText::Delta d = rt.push(p);
+    said += d.content;
+  }
+  return said + rt.finish().content;
+}
+
+TEST(ResponseText, ChannelsBecomeReasoningAndContent) {
+  ResponseText rt(test_tokenizer(), true, {}, 1, "call_");
+  const std::string said = stream(rt,
+                                  "<|channel|>analysis<|message|>User says hi.<|end|><|start|>assistant<|channel|>"
+                                  "final<|message|>Hello, world!<|return|>");
+  EXPECT_EQ(rt.reasoning(), "User says hi.");
+  EXPECT_EQ(rt.content(), "Hello, world!");
+  EXPECT_EQ(said, "Hello, world!");
+  EXPECT_TRUE(rt.tool_calls().empty());
+  EXPECT_GT(rt.reasoning_tokens(), 0);
+  // Log-probabilities of the content tokens only, with the top 1 asked for.
+  ASSERT_EQ(rt.logprobs().size(), test_tokenizer().encode("Hello, world!").size());
+  EXPECT_EQ(rt.logprobs()[0]["top_logprobs"].size(), 1u);
+  EXPECT_EQ(rt.logprobs()[0]["token"], "Hello");
+}
+
+TEST(ResponseText, AMessageToAFunctionIsAToolCall) {
+  ResponseText rt(test_tokenizer(), true, {}, -1, "call_x_");
+  stream(rt,
+         "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+         "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>");
+  ASSERT_EQ(rt.tool_calls().size(), 1u);
+  EXPECT_EQ(rt.tool_calls()[0].name, "get_weather");
+  EXPECT_EQ(rt.tool_calls()[0].arguments, "{\"city\": \"Paris\"}");
+  EXPECT_EQ(rt.tool_calls()[0].id, "call_x_0");
+  EXPECT_EQ(rt.content(), "");
+}
+
+TEST(ResponseText, StopStringsEndTheContentAndAreHeldBackUntilSure) {
+  ResponseText rt(test_tokenizer(), false, {"world", "zzz"}, -1, "");
+  const std::vector<Pick> ps = picks("Hello, world! More.");
+  std::string said;
+  for (const Pick& p : ps) said += rt.push(p).content;
+  EXPECT_TRUE(rt.stopped());
+  EXPECT_EQ(rt.content(), "Hello, ");
+  EXPECT_EQ(said, "Hello, ");
+  // Text that only looked like a stop's start comes out in the end.
+  ResponseText partial(test_tokenizer(), false, {"wor!"}, -1, "");
+  EXPECT_EQ(stream(partial, "Hello, wor"), "Hello, wor");
+  EXPECT_FALSE(partial.stopped());
+}
+
+TEST(ResponseText, OutputThatIsNotHarmonyBecomesRawText) {
+  ResponseText rt(test_tokenizer(), true, {}, -1, "");
+  const std::string text(200, 'x');
+  const std::string said = stream(rt, text);
+  EXPECT_EQ(rt.content(), text);
+  EXPECT_EQ(said, text);
+}
+
+}  // namespace
+}  // namespace tps
