@@ -87,10 +87,11 @@ class Chat {
       if (generated_ == 0)
         std::printf("(no answer yet)\n");
       else
-        std::printf("last answer: %d tokens, first after %.2f s, %.2f tok/s after it; prompt %d tokens, %d of them "
-                    "from the prefix cache (%s)\n",
-                    generated_, first_token_, generated_ > 1 ? (generated_ - 1) / (last_ - first_token_) : 0.0,
-                    prompt_, reused_, stop_.c_str());
+        std::printf(
+            "last answer: %d tokens, first after %.2f s, %.2f tok/s after it; prompt %d tokens, %d of them "
+            "from the prefix cache (%s)\n",
+            generated_, first_token_, generated_ > 1 ? (generated_ - 1) / (last_ - first_token_) : 0.0, prompt_,
+            reused_, stop_.c_str());
     } else if (line.starts_with("/reasoning")) {
       const std::string level = line.size() > 11 ? line.substr(11) : "";
       if (level == "low" || level == "medium" || level == "high") {

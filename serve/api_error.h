@@ -10,9 +10,12 @@
 namespace tps {
 
 struct ApiError : std::runtime_error {
-  ApiError(int status, std::string message, std::string param = "",
-           std::string type = "invalid_request_error", std::string code = "")
-      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)),
+  ApiError(int status, std::string message, std::string param = "", std::string type = "invalid_request_error",
+           std::string code = "")
+      : std::runtime_error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
         code(std::move(code)) {}
   int status;
   std::string type, param, code;

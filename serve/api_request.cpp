@@ -28,11 +28,9 @@ double number(const json& body, const std::string& key, double lo, double hi, do
 int64_t integer(const json& body, const std::string& key, int64_t lo, int64_t hi, int64_t fallback) {
   if (!body.contains(key) || body[key].is_null()) return fallback;
   const json& v = body[key];
-  if (!v.is_number_integer() && !v.is_number_unsigned())
-    throw bad(key, "'" + key + "' must be an integer");
+  if (!v.is_number_integer() && !v.is_number_unsigned()) throw bad(key, "'" + key + "' must be an integer");
   const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
-  if (x < lo || x > hi)
-    throw bad(key, cat("'", key, "' is ", v.dump(), ", expected ", lo, " to ", hi));
+  if (x < lo || x > hi) throw bad(key, cat("'", key, "' is ", v.dump(), ", expected ", lo, " to ", hi));
   return x;
 }
 
@@ -66,7 +64,8 @@ void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r
   if (r.sampler.min_p >= 1) throw bad("min_p", "'min_p' must be below 1");
   r.seed_given = body.contains("seed") && !body["seed"].is_null();
   r.sampler.seed = static_cast<uint64_t>(integer(body, "seed", 0, INT64_MAX, 0));
-  const int64_t max = integer(body, "max_completion_tokens", 1, INT64_MAX, integer(body, "max_tokens", 1, INT64_MAX, 0));
+  const int64_t max =
+      integer(body, "max_completion_tokens", 1, INT64_MAX, integer(body, "max_tokens", 1, INT64_MAX, 0));
   if (max > limits.context)
     throw bad(body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
               "max tokens " + std::to_string(max) + " is more than the context of " + std::to_string(limits.context));
@@ -185,8 +184,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
       if (name.empty()) throw bad(param, "a tool message answers no earlier tool call");
       c.messages.push_back({"functions." + name, "commentary", "assistant", "", text});
     } else {
-      throw bad(param + ".role",
-                "role '" + role + "' is not one of system, developer, user, assistant, tool");
+      throw bad(param + ".role", "role '" + role + "' is not one of system, developer, user, assistant, tool");
     }
   }
   return r;
@@ -199,8 +197,7 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
     r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 20, 0));
     r.logprobs = true;
   }
-  if (!body.contains("prompt") || !body["prompt"].is_string())
-    throw bad("prompt", "'prompt' must be a string");
+  if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad("prompt", "'prompt' must be a string");
   r.prompt = body["prompt"].get<std::string>();
   if (r.prompt.empty()) throw bad("prompt", "'prompt' is empty");
   return r;

@@ -54,8 +54,7 @@ std::string Metrics::prometheus() const {
   metric("steps_total", "counter", "Forward steps run.", one("steps_total", static_cast<double>(steps_)));
   metric("step_tokens_total", "counter", "Tokens the forward steps carried.",
          one("step_tokens_total", static_cast<double>(step_tokens_)));
-  metric("requests_waiting", "gauge", "Requests waiting for a place (queue depth).",
-         one("requests_waiting", waiting_));
+  metric("requests_waiting", "gauge", "Requests waiting for a place (queue depth).", one("requests_waiting", waiting_));
   metric("requests_running", "gauge", "Sequences running.", one("requests_running", running_));
   metric("kv_blocks_used", "gauge", "KV pool blocks (full-attention layers) held by running sequences.",
          one("kv_blocks_used", kv_held_));

@@ -27,9 +27,9 @@ class ResponseText {
   // What one token added.
   struct Delta {
     std::string reasoning, content;
-    int tool_call = -1;           // index of a tool call that started or grew
+    int tool_call = -1;  // index of a tool call that started or grew
     bool tool_call_started = false;
-    std::string arguments;        // the arguments it added
+    std::string arguments;                              // the arguments it added
     nlohmann::json logprobs = nlohmann::json::array();  // entries for its content tokens
     bool empty() const { return reasoning.empty() && content.empty() && tool_call < 0 && logprobs.empty(); }
   };

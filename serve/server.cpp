@@ -64,9 +64,7 @@ struct Server::Job {
 
 namespace {
 
-std::string sse(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
+std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -107,10 +105,11 @@ void Server::listen() {
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     socket = s;
   });
-  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host)
+                         : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
   if (port_ < 0)
-    throw InputError(cat("--host ", opt_.host, " --port ", opt_.port, ": cannot listen there (", std::strerror(errno),
-                         ")"));
+    throw InputError(
+        cat("--host ", opt_.host, " --port ", opt_.port, ": cannot listen there (", std::strerror(errno), ")"));
   // httplib listens with its compiled backlog of 5: a burst of clients
   // beyond it would be reset. The kernel takes a second listen() as a new
   // backlog.
@@ -129,9 +128,10 @@ void Server::route() {
     if (opt_.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
-    send_json(res, 401, ApiError(401, "a valid API key is needed (Authorization: Bearer KEY)", "",
-                                 "authentication_error", "invalid_api_key")
-                            .body());
+    send_json(res, 401,
+              ApiError(401, "a valid API key is needed (Authorization: Bearer KEY)", "", "authentication_error",
+                       "invalid_api_key")
+                  .body());
     metrics_.request(req.path, 401);
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -142,9 +142,9 @@ void Server::route() {
     const std::string message = res.status == 404   ? "no such route: " + req.method + " " + req.path
                                 : res.status == 413 ? "the request body is too large"
                                                     : cat("HTTP status ", res.status);
-    send_json(res, res.status, ApiError(res.status, message, "", res.status == 404 ? "not_found_error"
-                                                                                   : "invalid_request_error")
-                                   .body());
+    send_json(
+        res, res.status,
+        ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error").body());
   });
   // A client that asks before sending a body (Expect: 100-continue, as curl
   // does for large ones) learns at once that it is too large.
@@ -190,7 +190,9 @@ void Server::route() {
     j["sequences"] = {{"running", metrics_.running()}, {"waiting", metrics_.waiting()}};
     j["tokens_per_second"] = metrics_.tokens_per_second();
     const Metrics::Kv kv = metrics_.kv();
-    j["kv"] = {{"blocks_total", kv.total}, {"blocks_used", kv.held}, {"blocks_cached", kv.cached},
+    j["kv"] = {{"blocks_total", kv.total},
+               {"blocks_used", kv.held},
+               {"blocks_cached", kv.cached},
                {"block_positions", kKvBlock}};
     send_json(res, 200, j);
   });
@@ -235,8 +237,8 @@ std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const G
   job->params.max_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
   job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
   job->prompt = std::move(prompt);
-  job->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(opt_.request_seconds));
+  job->deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.request_seconds));
   ++queued_;
   {
     std::lock_guard<std::mutex> lock(inbox_m_);
@@ -264,7 +266,8 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, httplib::Re
   const uint64_t n = next_id_++;
   const std::string id = cat(chat ? "chatcmpl-" : "cmpl-", std::hex, n);
   const int64_t created = std::time(nullptr);
-  auto rt = std::make_shared<ResponseText>(*tok_, chat, r.stop, r.logprobs ? r.top_logprobs : -1, cat("call_", std::hex, n, "_"));
+  auto rt = std::make_shared<ResponseText>(*tok_, chat, r.stop, r.logprobs ? r.top_logprobs : -1,
+                                           cat("call_", std::hex, n, "_"));
   auto finish_reason = [job, rt] {
     if (job->finish == "length") return "length";
     return rt->tool_calls().empty() ? "stop" : "tool_calls";
@@ -359,8 +362,8 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, httplib::Re
         };
         if (st->first) {
           st->first = false;
-          return write(chunk(chat ? json{{"role", "assistant"}, {"content", ""}} : json{{"content", ""}}, nullptr,
-                             json()));
+          return write(
+              chunk(chat ? json{{"role", "assistant"}, {"content", ""}} : json{{"content", ""}}, nullptr, json()));
         }
         bool finished = false;
         std::deque<Pick> picks = job->take(10.0, finished);
@@ -425,11 +428,11 @@ Generator::Events Server::events() {
     }
     job->cv.notify_all();
     metrics_.generated_token();
-    const char* why = is_stop_token(p.id)                         ? "stop"
-                      : ++job->generated >= job->params.max_new   ? "length"
-                      : job->cancelled                            ? "cancelled"
-                      : Clock::now() > job->deadline              ? "length"
-                                                                  : nullptr;
+    const char* why = is_stop_token(p.id)                       ? "stop"
+                      : ++job->generated >= job->params.max_new ? "length"
+                      : job->cancelled                          ? "cancelled"
+                      : Clock::now() > job->deadline            ? "length"
+                                                                : nullptr;
     if (!why) return true;
     job->end(why);
     live_.erase(seq);

@@ -89,7 +89,7 @@ class Server {
   std::mutex inbox_m_;
   std::condition_variable inbox_cv_;
   std::deque<std::shared_ptr<Job>> inbox_;
-  std::atomic<int> queued_{0};  // in the inbox or waiting for a place
+  std::atomic<int> queued_{0};                // in the inbox or waiting for a place
   std::map<int, std::shared_ptr<Job>> live_;  // engine loop only: by sequence
   std::atomic<uint64_t> next_id_{1};
 };

@@ -77,8 +77,8 @@ TEST(ApiRequest, RefusesWhatIsWrongByName) {
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "max_tokens", "");
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", 400, "top_logprobs",
                  "needs 'logprobs'");
-  expect_refused(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
-                 "messages[0].content", "only text");
+  expect_refused(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400, "messages[0].content",
+                 "only text");
   expect_refused(R"({"messages": [{"role": "tool", "content": "42"}]})", 400, "messages[0]", "no earlier tool call");
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", 400, "stop", "");
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"})", 400,
