@@ -64,19 +64,13 @@ nlohmann::json parts_json(const StepTimings& t) {
           {"exchange", t.exchange}};
 }
 
-StepTimings minus(StepTimings a, const StepTimings& b) {
-  a.qkv -= b.qkv, a.attention -= b.attention, a.output_proj -= b.output_proj, a.router -= b.router;
-  a.experts -= b.experts, a.logits -= b.logits, a.exchange -= b.exchange;
-  return a;
-}
-
 double round_to(double v, double unit) { return static_cast<int64_t>(v / unit) * unit; }
 
 // Per rank, gathered on every rank: what the summary line and --json report.
 struct RankStats {
   int numa_node;
   double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, peak_rss_mib, kv_bytes, bytes_read;
-  StepTimings decode;  // seconds by part of the forward pass after the first token
+  StepTimings decode;  // seconds by part of the forward pass in decode steps (Generator::Stats)
 };
 
 }  // namespace
@@ -118,7 +112,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
 
   // One sequence streams its text and splits its time into the prompt's
   // (until the first token) and the decode's; the parts of the forward pass
-  // and the exchange's time are counted from the first token on.
+  // and the exchange's time are those of the decode steps.
   const Clock::time_point t0 = Clock::now();
   // Several sequences: the decode phase is what follows the moment every
   // one has its first token (the tokens chosen after it, over its time).
@@ -151,17 +145,17 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   gen.run(events);
   const double seconds = seconds_since(t0);
 
-  // From the first token on, on every rank: the decode's share.
+  // Every rank's share, its decode steps' time apart.
   const Generator::Stats& gs = gen.stats();
   const RankStats mine{r.numa_node,
                        static_cast<double>(m.weights.memory.size()),
                        r.on_node,
                        static_cast<double>(decode_bytes_per_token(m.weights.views, m.config, m.shard)),
-                       r.exchange.stats().seconds - gs.exchange_at_first_token,
+                       gs.decode_exchange_seconds,
                        peak_rss_mib(),
                        static_cast<double>(gen.kv().bytes()),
                        static_cast<double>(gen.weight_bytes_read()),
-                       minus(gen.timings(), gs.timings_at_first_token)};
+                       gs.decode};
   std::vector<RankStats> all(mpi.size());
   r.exchange.all_gather(&mine, all.data(), sizeof mine);
   if (!root) return 0;
@@ -200,6 +194,8 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                       {"generated_tokens", generated},
                       {"seconds", seconds},
                       {"steps", gs.steps},
+                      {"decode_steps", gs.decode_steps},
+                      {"decode_step_tokens", gs.decode_tokens},
                       {"step_tokens", step_tokens},
                       {"weight_bytes_read_per_step", bytes_read / std::max<int64_t>(gs.steps, 1)},
                       {"decode_weight_bytes_per_token", bytes_per_token},
@@ -244,9 +240,9 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                 {"stop", f.text.stop()},
                 {"decode_seconds", seconds - f.first_token},
                 {"prefill_seconds", f.first_token},
-                {"prefill_seconds_by_part", parts_json(gs.timings_at_first_token)},
-                {"decode_seconds_by_part", parts_json(minus(gen.timings(), gs.timings_at_first_token))}});
-      j["decode_seconds_by_part"]["sampling"] = gs.sampling_seconds - gs.sampling_at_first_token;
+                {"prefill_seconds_by_part", parts_json(gen.timings() - gs.decode)},
+                {"decode_seconds_by_part", parts_json(gs.decode)}});
+      j["decode_seconds_by_part"]["sampling"] = gs.decode_sampling_seconds;
       for (auto& rank : j["per_rank"])
         rank["exchange_seconds_per_token"] = rank["decode_exchange_seconds"].get<double>() / steps;
       if (o.top_logprobs > 0) j["logprobs"] = f.logprobs;

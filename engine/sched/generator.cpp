@@ -345,12 +345,14 @@ void Generator::run_pipeline_stage() {
 void Generator::count_step(const Batch& batch, double forward_seconds) {
   stats_.forward_seconds += forward_seconds;
   ++stats_.steps, stats_.tokens += batch.token_count(), ++stats_.step_tokens[batch.token_count()];
-  if (!stats_.first_token_seen && batch.logit_rows() > 0) {
-    stats_.first_token_seen = true;
-    stats_.timings_at_first_token = pass_.timings();
-    stats_.sampling_at_first_token = stats_.sampling_seconds;
-    stats_.exchange_at_first_token = exchange_.stats().seconds;
+  const double exchanged = exchange_.stats().seconds;
+  if (batch.token_count() == static_cast<int>(batch.entries.size())) {
+    ++stats_.decode_steps, stats_.decode_tokens += batch.token_count();
+    stats_.decode += pass_.timings() - counted_;
+    stats_.decode_sampling_seconds += stats_.sampling_seconds - counted_sampling_;
+    stats_.decode_exchange_seconds += exchanged - counted_exchange_;
   }
+  counted_ = pass_.timings(), counted_sampling_ = stats_.sampling_seconds, counted_exchange_ = exchanged;
 }
 
 }  // namespace tps

@@ -87,16 +87,15 @@ class Generator {
     int64_t steps = 0, tokens = 0;
     std::map<int, int64_t> step_tokens;  // steps by their token count
     double forward_seconds = 0, sampling_seconds = 0;
-    // Taken after the first step that chose a token (every rank knows which
-    // it was): what came before is the first prompt's, what follows decode.
-    bool first_token_seen = false;
-    StepTimings timings_at_first_token;
-    double sampling_at_first_token = 0, exchange_at_first_token = 0;
+    // Decode steps -- those whose every sequence brings one token -- apart:
+    // where a step's time goes once no prompt is being read.
+    int64_t decode_steps = 0, decode_tokens = 0;
+    StepTimings decode;
+    double decode_sampling_seconds = 0, decode_exchange_seconds = 0;
   };
   const Stats& stats() const { return stats_; }
   const StepTimings& timings() const { return pass_.timings(); }
   uint64_t weight_bytes_read() const { return pass_.weight_bytes_read(); }
-  void reset_timings() { pass_.reset_timings(); }
   const Scheduler& scheduler() const { return scheduler_; }
   const KvPool& kv() const { return kv_; }
 
@@ -129,6 +128,9 @@ class Generator {
   std::vector<float> logits_;             // [max_sequences][the rank's vocabulary rows]
   Batch batch_;
   Stats stats_;
+  // At the end of the last step counted: what the next step adds is its own.
+  StepTimings counted_;
+  double counted_sampling_ = 0, counted_exchange_ = 0;
 };
 
 }  // namespace tps

@@ -64,7 +64,6 @@ class ForwardPass {
   // matrix of the shard's layers once a step, the experts the step's tokens
   // chose once each, the output head when logits were wanted.
   uint64_t weight_bytes_read() const { return weight_bytes_read_; }
-  void reset_timings() { timings_ = StepTimings{}; }
   const ForwardOptions& options() const { return opt_; }
   const ModelConfig& config() const { return c_; }
   int64_t vocab_rows() const { return w_.output.rows; }

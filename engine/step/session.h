@@ -33,7 +33,6 @@ class Session {
   void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
 
   const StepTimings& timings() const { return pass_.timings(); }
-  void reset_timings() { pass_.reset_timings(); }
   int position() const { return pos_; }
   int context() const { return opt_.n_ctx; }
 
