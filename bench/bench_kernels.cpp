@@ -97,18 +97,7 @@ std::unique_ptr<WeightPool> make_pool(GgmlType type, int64_t rows, int64_t cols,
   for (int64_t r = 0; r < rows; ++r) {
     for (float& v : x) v = normal(rng);
     uint8_t* dst = first + r * rb;
-    switch (type) {
-      case GgmlType::Q8_0: quantize_row_q8_0(x.data(), reinterpret_cast<BlockQ8_0*>(dst), cols); break;
-      case GgmlType::MXFP4: quantize_row_mxfp4(x.data(), reinterpret_cast<BlockMxfp4*>(dst), cols); break;
-      case GgmlType::F32: std::memcpy(dst, x.data(), cols * sizeof(float)); break;
-      case GgmlType::F16:
-        for (int64_t c = 0; c < cols; ++c) reinterpret_cast<uint16_t*>(dst)[c] = fp32_to_fp16(x[c]);
-        break;
-      case GgmlType::BF16:
-        for (int64_t c = 0; c < cols; ++c) reinterpret_cast<uint16_t*>(dst)[c] = fp32_to_bf16(x[c]);
-        break;
-      default: throw Error(cat("bench_kernels: no generator for ", type_name(type)));
-    }
+    quantize_row(type, x.data(), dst, cols);
   }
   if (is_packed_type(type)) {  // as load_shard leaves them
     const std::vector<uint8_t> file(first, first + pool->matrix_bytes);

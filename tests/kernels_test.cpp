@@ -32,16 +32,7 @@ std::vector<uint8_t> file_rows(GgmlType type, int64_t rows, int64_t cols, uint32
   for (int64_t r = 0; r < rows; ++r) {
     const std::vector<float> f = random_floats(cols, seed + static_cast<uint32_t>(r), 1e-6f);
     uint8_t* dst = out.data() + r * rb;
-    switch (type) {
-      case GgmlType::Q8_0: quantize_row_q8_0(f.data(), reinterpret_cast<BlockQ8_0*>(dst), cols); break;
-      case GgmlType::MXFP4: quantize_row_mxfp4(f.data(), reinterpret_cast<BlockMxfp4*>(dst), cols); break;
-      case GgmlType::F32: std::memcpy(dst, f.data(), 4 * cols); break;
-      default:
-        for (int64_t i = 0; i < cols; ++i) {
-          const uint16_t h = type == GgmlType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-    }
+    quantize_row(type, f.data(), dst, cols);
   }
   return out;
 }

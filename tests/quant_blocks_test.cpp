@@ -80,10 +80,10 @@ TEST(QuantBlocks, DequantizePlainRows) {
   dequantize_row(GgmlType::F32, reinterpret_cast<const uint8_t*>(f32), out, 4);
   EXPECT_EQ(std::vector<float>(out, out + 4), std::vector<float>(f32, f32 + 4));
   try {
-    dequantize_row(GgmlType::Q6_K, nullptr, out, 256);
+    dequantize_row(GgmlType::IQ2_XXS, nullptr, out, 256);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "cannot decode tensor type Q6_K (tps decodes F32, F16, BF16, Q8_0, Q4_0, MXFP4)");
+    EXPECT_STREQ(e.what(), "cannot decode tensor type IQ2_XXS");
   }
 }
 
@@ -105,17 +105,17 @@ TEST(QuantBlocks, Q8_0) {
   // max|x| = 127 gives d = 1 exactly: q is x rounded, halves to even.
   float x[32] = {127, -127, 2.5f, -3.5f, 0.49f, 1.5f};
   BlockQ8_0 q;
-  quantize_row_q8_0(x, &q, 32);
+  quantize_row(GgmlType::Q8_0, x, reinterpret_cast<uint8_t*>(&q), 32);
   EXPECT_EQ(q.d, 0x3C00);
   EXPECT_EQ(std::vector<int>(q.qs, q.qs + 7), (std::vector<int>{127, -127, 2, -4, 0, 2, 0}));
   // Away from ties, quantize then dequantize is within half a step.
   for (int i = 0; i < 32; ++i) x[i] = (i - 16) * 0.1f;
-  quantize_row_q8_0(x, &q, 32);
+  quantize_row(GgmlType::Q8_0, x, reinterpret_cast<uint8_t*>(&q), 32);
   EXPECT_EQ(q.qs[0], -127);  // the largest magnitude maps to 127
   dequantize_row(GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(&q), out, 32);
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(out[i], x[i], 1.6f / 127 / 2 + 1e-3f) << i;
   const float zeros[32] = {};
-  quantize_row_q8_0(zeros, &q, 32);
+  quantize_row(GgmlType::Q8_0, zeros, reinterpret_cast<uint8_t*>(&q), 32);
   EXPECT_EQ(q.d, 0);
   EXPECT_EQ(std::count(q.qs, q.qs + 32, 0), 32);
 }
@@ -170,7 +170,7 @@ TEST(QuantBlocks, Mxfp4Quantizer) {
   BlockMxfp4 q;
   // Values on the grid come back exactly.
   for (int i = 0; i < 32; ++i) x[i] = 0.25f * kMxfp4DoubledValues[i % 16];
-  quantize_row_mxfp4(x, &q, 32);
+  quantize_row(GgmlType::MXFP4, x, reinterpret_cast<uint8_t*>(&q), 32);
   EXPECT_EQ(q.e, 126);  // max 3: floor(log2 3) - 2 + 127
   dequantize_row(GgmlType::MXFP4, reinterpret_cast<const uint8_t*>(&q), out, 32);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], x[i]) << i;
@@ -178,7 +178,7 @@ TEST(QuantBlocks, Mxfp4Quantizer) {
   // max 7: scale 2^(2 - 2) = 1, and 7 clips to 6. Ties take the lower code.
   std::fill(x, x + 32, 0.0f);
   x[0] = 7, x[1] = -0.75f, x[2] = 0.75f, x[3] = 2.5f, x[4] = 0.2f, x[20] = -5;
-  quantize_row_mxfp4(x, &q, 32);
+  quantize_row(GgmlType::MXFP4, x, reinterpret_cast<uint8_t*>(&q), 32);
   EXPECT_EQ(q.e, 127);
   EXPECT_EQ(q.qs[0] & 15, 7);   // 6
   EXPECT_EQ(q.qs[1] & 15, 9);   // -0.5
@@ -188,13 +188,166 @@ TEST(QuantBlocks, Mxfp4Quantizer) {
   EXPECT_EQ(q.qs[4] >> 4, 14);  // element 20: -5 -> -4, a tie between -4 and -6
   // All zeros: scale byte 0, codes 0. Tiny values use the smallest scale.
   std::fill(x, x + 32, 0.0f);
-  quantize_row_mxfp4(x, &q, 32);
+  quantize_row(GgmlType::MXFP4, x, reinterpret_cast<uint8_t*>(&q), 32);
   EXPECT_EQ(q.e, 0);
   EXPECT_EQ(std::count(q.qs, q.qs + 16, 0), 16);
   x[0] = std::ldexp(1.5f, -125);
-  quantize_row_mxfp4(x, &q, 32);
+  quantize_row(GgmlType::MXFP4, x, reinterpret_cast<uint8_t*>(&q), 32);
   EXPECT_EQ(q.e, 0);
   EXPECT_EQ(q.qs[0] & 15, 7);  // 1.5 * 2^-125 = 6 * 2^-127: code 7 (6)
+}
+
+// Element maps of the other formats, each from a block built by hand with
+// one element of interest per field (quant_blocks.h says where each is).
+template <typename Block>
+std::vector<float> decode(GgmlType type, const Block& b) {
+  std::vector<float> out(ggml_type_info(static_cast<uint32_t>(type))->block_elems);
+  dequantize_row(type, reinterpret_cast<const uint8_t*>(&b), out.data(), out.size());
+  return out;
+}
+
+TEST(QuantBlocks, Block32Layouts) {
+  BlockQ4_1 a{};
+  a.d = 0x4000, a.m = 0xBC00;  // 2, -1
+  a.qs[2] = 0x53;              // element 2: 3, element 18: 5
+  auto y = decode(GgmlType::Q4_1, a);
+  EXPECT_EQ(y[2], 5.0f);
+  EXPECT_EQ(y[18], 9.0f);
+  EXPECT_EQ(y[0], -1.0f);
+
+  BlockQ5_0 b{};
+  b.d = 0x3C00;
+  for (uint8_t& v : b.qs) v = 0x00;
+  b.qh[0] = 0x02, b.qh[3] = 0x80;  // bit 1 (element 1) and bit 31 (element 31)
+  b.qs[1] = 0x07;                  // element 1: 7 | 16 = 23 - 16 = 7
+  b.qs[15] = 0x20;                 // element 31: 2 | 16 = 18 - 16 = 2
+  y = decode(GgmlType::Q5_0, b);
+  EXPECT_EQ(y[1], 7.0f);
+  EXPECT_EQ(y[31], 2.0f);
+  EXPECT_EQ(y[0], -16.0f);
+  EXPECT_EQ(y[17], -16.0f);
+
+  BlockQ5_1 c{};
+  c.d = 0x3800, c.m = 0x3C00;  // 0.5, 1
+  c.qh[2] = 0x01;              // bit 16: element 16
+  c.qs[0] = 0x30;              // element 16: 3 | 16 = 19
+  y = decode(GgmlType::Q5_1, c);
+  EXPECT_EQ(y[16], 10.5f);
+  EXPECT_EQ(y[0], 1.0f);
+
+  BlockIq4Nl d{};
+  d.d = 0x3C00;
+  d.qs[4] = 0xF8;  // element 4: level 8 (1), element 20: level 15 (113)
+  y = decode(GgmlType::IQ4_NL, d);
+  EXPECT_EQ(y[4], 1.0f);
+  EXPECT_EQ(y[20], 113.0f);
+  EXPECT_EQ(y[0], -127.0f);
+}
+
+TEST(QuantBlocks, KQuantLayouts) {
+  BlockQ2_K a{};
+  a.d = 0x3C00, a.dmin = 0x4000;  // 1, 2
+  a.scales[0] = 0x13;             // sub-block 0: scale 3, min 1
+  a.scales[13] = 0x05;            // sub-block 13 (elements 208..223): scale 5, min 0
+  a.qs[5] = 0x02;                 // element 5 (h 0, j 0, l 5): q 2
+  a.qs[32 + 16] = 0x03 << 4;      // element 128 + 64 + 16 = 208 (h 1, j 2, l 16): q 3
+  auto y = decode(GgmlType::Q2_K, a);
+  EXPECT_EQ(y[5], 1.0f * 3 * 2 - 2.0f * 1);
+  EXPECT_EQ(y[208], 15.0f);
+  EXPECT_EQ(y[0], -2.0f);
+
+  BlockQ3_K b{};
+  b.d = 0x3C00;
+  // Sub-block 0 stored 32 + 3 (low 3, high 2 bits 10 -> 32), sub-block 9
+  // stored 32 - 2 = 30 (low nibble 14 in scales[1] >> 4, high 1).
+  b.scales[0] = 0x03, b.scales[8] |= 0x02;
+  b.scales[1] = 0xE0, b.scales[8 + 1] |= 0x01 << 4;
+  b.qs[7] = 0x03;        // element 7: low bits 3
+  b.hmask[7] = 0x01;     // ... bit 0 set: no -4, q = 3
+  b.qs[32 + 20] = 0x02;  // element 128 + 20 = 148 (sub-block 9): low 2, hmask clear: q = -2
+  y = decode(GgmlType::Q3_K, b);
+  EXPECT_EQ(q3_k_scale(b.scales, 0), 3);
+  EXPECT_EQ(q3_k_scale(b.scales, 9), -2);
+  EXPECT_EQ(y[7], 9.0f);
+  EXPECT_EQ(y[148], 4.0f);
+  EXPECT_EQ(y[0], -12.0f);  // q = 0 - 4, scale 3
+
+  BlockQ4_K c{};
+  c.d = 0x3C00, c.dmin = 0x3800;  // 1, 0.5
+  // Sub-block 1: scale 5, min 2 (bytes 1 and 5); sub-block 6: scale 33
+  // (low 1 in scales[10], high 2 in scales[2] bits 6-7), min 0.
+  c.scales[1] = 5, c.scales[5] = 2;
+  c.scales[10] = 0x01, c.scales[2] = 0x80;
+  c.qs[3] = 0x40;       // element 32 + 3 = 35 (sub-block 1, high nibble of the first 32 bytes): 4
+  c.qs[96 + 9] = 0x07;  // element 192 + 9 = 201 (sub-block 6, low nibble): 7
+  auto y4 = decode(GgmlType::Q4_K, c);
+  EXPECT_EQ(k4_scale_min(c.scales, 6).scale, 33);
+  EXPECT_EQ(y4[35], 5.0f * 4 - 0.5f * 2);
+  EXPECT_EQ(y4[201], 33.0f * 7);
+  EXPECT_EQ(y4[32], -1.0f);
+
+  BlockQ5_K d{};
+  d.d = 0x3C00;
+  d.scales[3] = 1;      // sub-block 3: scale 1
+  d.qh[4] = 0x08;       // element 96 + 4 = 100: bit 3 (its sub-block)
+  d.qs[32 + 4] = 0x20;  // element 100: high nibble of bytes 32.. (sub-block 3): 2
+  EXPECT_EQ(decode(GgmlType::Q5_K, d)[100], 18.0f);
+
+  BlockQ6_K e{};
+  e.d = 0x3C00;
+  e.scales[14] = -3;  // elements 224..239
+  // element 230: h 1, k 3, l 6 -> ql[64 + 32 + 6] high nibble, qh[32 + 6] bits 6-7
+  e.ql[102] = 0x50, e.qh[38] = 0x02 << 6;  // q = 5 | 2 << 4 = 37 -> 5
+  auto y6 = decode(GgmlType::Q6_K, e);
+  EXPECT_EQ(y6[230], -15.0f);
+  EXPECT_EQ(y6[0], 0.0f);  // scale 0
+
+  BlockIq4Xs f{};
+  f.d = 0x4000;                                 // 2
+  f.scales_l[1] = 0x30, f.scales_h = 0x2 << 6;  // sub-block 3: 3 | 2 << 4 = 35 -> 3
+  f.qs[16 * 3 + 2] = 0xA0;                      // element 96 + 16 + 2 = 114: level 10 (25)
+  auto yx = decode(GgmlType::IQ4_XS, f);
+  EXPECT_EQ(iq4_xs_scale(f, 3), 3);
+  EXPECT_EQ(yx[114], 2.0f * 3 * 25);
+  EXPECT_EQ(yx[0], 2.0f * -32 * -127);  // scale code 0 -> -32, level 0
+}
+
+// Quantize then decode: every format's error is what its bits allow, on
+// rows of normal values with an outlier.
+TEST(QuantBlocks, EveryFormatRoundTrips) {
+  struct Case {
+    GgmlType type;
+    double max_rel_rms;  // RMS error over RMS value
+  };
+  const Case cases[] = {{GgmlType::Q8_0, 0.01},   {GgmlType::Q6_K, 0.03}, {GgmlType::Q5_0, 0.06},
+                        {GgmlType::Q5_1, 0.06},   {GgmlType::Q5_K, 0.06}, {GgmlType::Q4_0, 0.12},
+                        {GgmlType::Q4_1, 0.12},   {GgmlType::Q4_K, 0.12}, {GgmlType::IQ4_NL, 0.12},
+                        {GgmlType::IQ4_XS, 0.12}, {GgmlType::MXFP4, 0.2}, {GgmlType::Q3_K, 0.25},
+                        {GgmlType::Q2_K, 0.5},    {GgmlType::F16, 1e-3},  {GgmlType::BF16, 1e-2}};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int n = 1024;
+  std::vector<float> x(n), back(n);
+  for (float& v : x) v = normal(rng);
+  x[300] = 9;  // an outlier: one sub-block with a much larger scale
+  for (const Case& c : cases) {
+    SCOPED_TRACE(type_name(c.type));
+    std::vector<uint8_t> q(row_bytes(c.type, n));
+    quantize_row(c.type, x.data(), q.data(), n);
+    dequantize_row(c.type, q.data(), back.data(), n);
+    double err = 0, sum = 0;
+    for (int i = 0; i < n; ++i) err += (back[i] - x[i]) * (back[i] - x[i]), sum += x[i] * x[i];
+    EXPECT_LT(std::sqrt(err / sum), c.max_rel_rms);
+    EXPECT_NEAR(back[300], 9.0f, 9.0f * c.max_rel_rms);
+  }
+  // All zeros stay zeros.
+  std::vector<float> zeros(256, 0.0f);
+  for (const Case& c : cases) {
+    std::vector<uint8_t> q(row_bytes(c.type, 256));
+    quantize_row(c.type, zeros.data(), q.data(), 256);
+    dequantize_row(c.type, q.data(), back.data(), 256);
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(back[i], 0.0f) << type_name(c.type) << " " << i;
+  }
 }
 
 }  // namespace

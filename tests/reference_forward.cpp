@@ -24,9 +24,9 @@ std::vector<double> ReferenceModel::matvec(const Matrix& m, const double* x_in) 
   std::vector<double> x(x_in, x_in + m.cols);
   if (m.q8_inputs) {
     std::vector<float> f(x.begin(), x.end()), back(m.cols);
-    std::vector<BlockQ8_0> q(m.cols / 32);
-    quantize_row_q8_0(f.data(), q.data(), m.cols);
-    dequantize_row(GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(q.data()), back.data(), m.cols);
+    std::vector<uint8_t> q(row_bytes(GgmlType::Q8_0, m.cols));
+    quantize_row(GgmlType::Q8_0, f.data(), q.data(), m.cols);
+    dequantize_row(GgmlType::Q8_0, q.data(), back.data(), m.cols);
     x.assign(back.begin(), back.end());
   }
   std::vector<double> y(m.rows);

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/gguf/block_codecs.h"
 #include "runtime/error.h"
 
 namespace tps {
 
 const int8_t kMxfp4DoubledValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+const int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
@@ -50,96 +52,69 @@ uint16_t fp32_to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
 }
 
+ScaleMin k4_scale_min(const uint8_t* q, int j) {
+  if (j < 4) return {static_cast<uint8_t>(q[j] & 63), static_cast<uint8_t>(q[j + 4] & 63)};
+  return {static_cast<uint8_t>((q[j + 4] & 0x0F) | (q[j - 4] >> 6) << 4),
+          static_cast<uint8_t>((q[j + 4] >> 4) | (q[j] >> 6) << 4)};
+}
+
+int q3_k_scale(const uint8_t* scales, int s) {
+  const int low = s < 8 ? scales[s] & 0x0F : scales[s - 8] >> 4;
+  const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
+int iq4_xs_scale(const BlockIq4Xs& b, int s) {
+  const int low = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0F;
+  const int high = (b.scales_h >> (2 * s)) & 3;
+  return (low | high << 4) - 32;
+}
+
+namespace {
+
+const BlockCodec* codec(GgmlType type) {
+  const BlockCodec* c = block32_codec(type);
+  return c ? c : block256_codec(type);
+}
+
+void half_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
+  float (*convert)(uint16_t) = type == GgmlType::F16 ? fp16_to_fp32 : bf16_to_fp32;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = convert(h);
+  }
+}
+
+}  // namespace
+
+bool can_decode(GgmlType type) {
+  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 || codec(type) != nullptr;
+}
+
 void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
-  switch (type) {
-    case GgmlType::F32: std::memcpy(dst, src, n * 4); return;
-    case GgmlType::F16:
-    case GgmlType::BF16: {
-      float (*convert)(uint16_t) = type == GgmlType::F16 ? fp16_to_fp32 : bf16_to_fp32;
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = convert(h);
-      }
-      return;
-    }
-    case GgmlType::Q8_0:
-      for (size_t b = 0; b < n / 32; ++b) {
-        BlockQ8_0 blk;
-        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
-        const float d = fp16_to_fp32(blk.d);
-        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * blk.qs[j];
-      }
-      return;
-    case GgmlType::Q4_0:
-      for (size_t b = 0; b < n / 32; ++b) {
-        BlockQ4_0 blk;
-        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
-        const float d = fp16_to_fp32(blk.d);
-        for (int j = 0; j < 16; ++j) {
-          dst[b * 32 + j] = d * ((blk.qs[j] & 0x0F) - 8);
-          dst[b * 32 + j + 16] = d * ((blk.qs[j] >> 4) - 8);
-        }
-      }
-      return;
-    case GgmlType::MXFP4:
-      for (size_t b = 0; b < n / 32; ++b) {
-        BlockMxfp4 blk;
-        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
-        const float d = kE8m0Half[blk.e];  // the table is doubled
-        for (int j = 0; j < 16; ++j) {
-          dst[b * 32 + j] = d * kMxfp4DoubledValues[blk.qs[j] & 0x0F];
-          dst[b * 32 + j + 16] = d * kMxfp4DoubledValues[blk.qs[j] >> 4];
-        }
-      }
-      return;
-    default:
-      throw InputError(
-          cat("cannot decode tensor type ", type_name(type), " (tps decodes F32, F16, BF16, Q8_0, Q4_0, MXFP4)"));
-  }
+  if (type == GgmlType::F32) return static_cast<void>(std::memcpy(dst, src, n * 4));
+  if (type == GgmlType::F16 || type == GgmlType::BF16) return half_row(type, src, dst, n);
+  const BlockCodec* c = codec(type);
+  if (!c) throw InputError(cat("cannot decode tensor type ", type_name(type)));
+  const GgmlTypeInfo info = *ggml_type_info(static_cast<uint32_t>(type));
+  for (size_t b = 0; b < n / info.block_elems; ++b) c->decode(src + b * info.block_bytes, dst + b * info.block_elems);
 }
 
-void quantize_row_q8_0(const float* src, BlockQ8_0* dst, size_t n) {
-  for (size_t b = 0; b < n / 32; ++b) {
-    const float* x = src + b * 32;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    dst[b].d = fp32_to_fp16(d);
-    for (int j = 0; j < 32; ++j) dst[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
-  }
-}
-
-void quantize_row_mxfp4(const float* src, BlockMxfp4* dst, size_t n) {
-  for (size_t b = 0; b < n / 32; ++b) {
-    const float* x = src + b * 32;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    // ggml's choice: scale 2^(floor(log2 amax) - 2), so amax / scale is in
-    // [4, 8); values beyond 6 x scale clip to +-6 -- precision for the many
-    // small values over range for the largest.
-    int e = 0;
-    if (amax > 0) {
-      int k = 0;
-      std::frexp(amax, &k);  // amax = m * 2^k, m in [0.5, 1): floor(log2 amax) = k - 1
-      // Below 2^-125 the exponent would be negative: the smallest scale is
-      // the best there is. (No float reaches 2^128, so 255 never arises.)
-      e = std::max(k - 3 + 127, 0);
+void quantize_row(GgmlType type, const float* src, uint8_t* dst, size_t n) {
+  if (type == GgmlType::F16 || type == GgmlType::BF16) {
+    uint16_t (*convert)(float) = type == GgmlType::F16 ? fp32_to_fp16 : fp32_to_bf16;
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t h = convert(src[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
     }
-    dst[b].e = static_cast<uint8_t>(e);
-    const float d = kE8m0Half[e];
-    auto code = [&](float v) {
-      int best = 0;
-      float err = INFINITY;
-      for (int c = 0; c < 16; ++c) {
-        float diff = std::fabs(v - d * kMxfp4DoubledValues[c]);
-        if (diff < err) err = diff, best = c;
-      }
-      return best;
-    };
-    for (int j = 0; j < 16; ++j) dst[b].qs[j] = static_cast<uint8_t>(code(x[j]) | (code(x[j + 16]) << 4));
+    return;
   }
+  if (type == GgmlType::F32) return static_cast<void>(std::memcpy(dst, src, n * 4));
+  const BlockCodec* c = codec(type);
+  if (!c) throw InputError(cat("cannot encode tensor type ", type_name(type)));
+  const GgmlTypeInfo info = *ggml_type_info(static_cast<uint32_t>(type));
+  for (size_t b = 0; b < n / info.block_elems; ++b) c->encode(src + b * info.block_elems, dst + b * info.block_bytes);
 }
 
 }  // namespace tps
