@@ -22,6 +22,7 @@ struct Options {
   std::string out;
   uint64_t seed = 1;
   std::string vocab_json = TPS_O200K_JSON;
+  std::string types;
   bool if_missing = false;
   bool quiet = false;
   // Overrides of the preset's shape; 0 = keep.
@@ -60,8 +61,12 @@ bool up_to_date(const std::string& path, const tps::SyntheticSpec& spec) {
   try {
     tps::GgufFile f = tps::GgufFile::open(path);
     tps::ModelConfig c = tps::read_model_config(f);
+    bool same_types = true;
+    for (const tps::TensorSpec& t : tps::gpt_oss_tensors(spec.config))
+      same_types &= f.tensor(t.name).type == tps::synthetic_type(t, spec);
     return f.find_string("tps.synthetic.preset") == spec.preset && f.find_u64("tps.synthetic.seed") == spec.seed &&
-           c.n_layer == spec.config.n_layer && c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert;
+           c.n_layer == spec.config.n_layer && c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert &&
+           same_types;
   } catch (const tps::Error& e) {
     tps::log_info(path, ": not usable (", e.what(), "); writing it again");
     return false;
@@ -73,6 +78,7 @@ int run(const Options& o) {
   SyntheticSpec spec = synthetic_preset(o.preset);
   spec.seed = o.seed;
   apply_overrides(o, spec.config);
+  if (!o.types.empty()) set_synthetic_types(spec, o.types);
   std::string out = o.out.empty() ? cat("models/gpt-oss-", o.preset, ".gguf") : o.out;
   if (o.if_missing && up_to_date(out, spec)) {
     log_info(out, " is up to date");
@@ -110,6 +116,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-o,--out", o.out, "output file (default: models/gpt-oss-PRESET.gguf)");
   app.add_option("--seed", o.seed, "weights are a pure function of preset, shape and seed")->capture_default_str();
+  app.add_option("--type", o.types,
+                 "ROLE=TYPE,...: tensor types other than the release's (Q8_0 dense, MXFP4 experts), the last "
+                 "that names a tensor winning; ROLE: token_embd, output, attn_q, attn_k, attn_v, attn_output, "
+                 "ffn_gate_exps, ffn_up_exps, ffn_down_exps, attn, experts, dense; TYPE: F32, F16, BF16, Q8_0, "
+                 "MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (rounded to nearest)");
   app.add_flag("--if-missing", o.if_missing,
                "do nothing when the output is already a complete file of this preset and seed");
   app.add_option("--vocab-json", o.vocab_json,

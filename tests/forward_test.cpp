@@ -1,5 +1,6 @@
 // The engine's forward pass against the plain reference forward pass
-// (tests/reference_forward.*) on the tiny and small synthetic models:
+// (tests/reference_forward.*) on the tiny and small synthetic models and
+// tiny files of every other block type:
 // logits at every position of a 64-token prompt, greedy generation, thread
 // counts, batch sizes and instruction sets.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "engine/step/sampler.h"
 #include "engine/step/session.h"
 #include "runtime/error.h"
+#include "tests/quant_models.h"
 #include "tests/reference_forward.h"
 
 namespace tps {
@@ -61,7 +63,7 @@ double top5_logprob_diff(std::span<const float> got, std::span<const float> want
 // largest 0.058 nats, after one flip at position 35); tiny matches to 1e-6
 // everywhere. Tolerances: the median position within 1e-3 nats, every
 // position within 0.15 nats, top-1 identical at 60 of 64 positions.
-void compare_with_reference(const std::string& preset, bool truncate) {
+void compare_with_reference(const std::string& preset, bool truncate, double median_tolerance = 1e-3) {
   SCOPED_TRACE(preset);
   GgufFile file = GgufFile::open(model_path(preset));
   testing::ReferenceModel ref(file, truncate, /*q8_inputs=*/true);
@@ -87,7 +89,7 @@ void compare_with_reference(const std::string& preset, bool truncate) {
     std::sort(sorted.begin(), sorted.end());
     std::printf("%s %s: |d logprob| median %.2g, max %.2g; top-1 agrees at %d of %zu\n", preset.c_str(), isa_name(isa),
                 sorted[sorted.size() / 2], sorted.back(), top1_agree, ids.size());
-    EXPECT_LT(sorted[sorted.size() / 2], 1e-3);
+    EXPECT_LT(sorted[sorted.size() / 2], median_tolerance);
     EXPECT_LT(sorted.back(), 0.15);
     EXPECT_GE(top1_agree, 60);
   }
@@ -96,6 +98,20 @@ void compare_with_reference(const std::string& preset, bool truncate) {
 TEST(Forward, TinyMatchesReferenceAtEveryPosition) { compare_with_reference("tiny", false); }
 TEST(Forward, SmallMatchesReferenceAtEveryPosition) { compare_with_reference("small", false); }
 TEST(Forward, TruncatedYarnMatchesReference) { compare_with_reference("tiny", true); }
+
+// Every block type: files of each mix (tests/CMakeLists.txt,
+// TPS_QUANT_MIXES) against the reference, which decodes them with the
+// scalar block decoders (quant_blocks.h) and rounds every product's input
+// to Q8_0 as the engine does: packing, every instruction set's kernels and
+// loading agree with plain dequantized arithmetic. These files' coarser
+// weights flip a Q8_0 rounding early more often (measured: a median of
+// 0.009-0.013 nats after one, at one instruction set or another, in 3 of
+// the 7 files, 1e-6 in the others), so the median may be that of a flipped
+// run; a misread block is off by far more.
+class ForwardQuant : public ::testing::TestWithParam<std::string> {};
+TEST_P(ForwardQuant, MatchesReferenceAtEveryPosition) { compare_with_reference(GetParam(), false, 0.03); }
+INSTANTIATE_TEST_SUITE_P(Types, ForwardQuant, ::testing::ValuesIn(testing::quant_models()),
+                         [](const auto& info) { return testing::quant_model_test_name(info.param); });
 
 TEST(Forward, GreedyGenerationMatchesReference) {
   GgufFile file = GgufFile::open(model_path("tiny"));

@@ -41,9 +41,11 @@ std::vector<uint8_t> file_rows(GgmlType type, int64_t rows, int64_t cols, uint32
 std::vector<uint8_t> packed(GgmlType type, const std::vector<uint8_t>& file, int64_t cols) {
   std::vector<uint8_t> out(file.size() + kPackedOverread);
   const uint64_t rb = row_bytes(type, cols);
-  pack_rows(type, file.data(), rb, out.data(), static_cast<int64_t>(file.size() / rb), cols);
+  const int64_t rows = static_cast<int64_t>(file.size() / rb);
+  out.resize(rows * packed_row_bytes(type, cols) + kPackedOverread);
+  pack_rows(type, file.data(), rb, out.data(), rows, cols);
   // NaN scales and extreme values past the matrix: they must not leak in.
-  std::fill(out.begin() + static_cast<int64_t>(file.size()), out.end(), uint8_t{0xFF});
+  std::fill(out.end() - kPackedOverread, out.end(), uint8_t{0xFF});
   return out;
 }
 
@@ -88,15 +90,19 @@ TEST(Kernels, QuantizerKeepsEachValueWithinHalfAStepOfItsScale) {
   }
 }
 
-constexpr GgmlType kQuantized[] = {GgmlType::Q8_0, GgmlType::MXFP4};
-constexpr int64_t kQuantizedCols[] = {32, 64, 96, 256, 1440, 2880};
+// Every packed type, at row lengths of a whole group, several, a partial
+// last group (odd block counts; lanes past the row's end), gpt-oss's widths.
+std::vector<int64_t> test_cols(GgmlType type) {
+  if (ggml_type_info(static_cast<uint32_t>(type))->block_elems == 256) return {256, 512, 2816, 4096};
+  return {32, 64, 96, 256, 1440, 2880};
+}
 
 // Packing plus the scalar kernel equal plain dequantized arithmetic (in
 // double) to float rounding: the layout and the kernel's indexing agree with
 // the file's format.
 TEST(Kernels, ScalarKernelOnPackedRowsMatchesDequantizedArithmetic) {
-  for (GgmlType type : kQuantized)
-    for (int64_t cols : kQuantizedCols) {
+  for (GgmlType type : kPackedTypes)
+    for (int64_t cols : test_cols(type)) {
       const int64_t rows = 6;  // a tile of 4 rows, then 2 of 1
       const int tokens = 2;
       const std::vector<uint8_t> file = file_rows(type, rows, cols, static_cast<uint32_t>(cols));
@@ -106,8 +112,7 @@ TEST(Kernels, ScalarKernelOnPackedRowsMatchesDequantizedArithmetic) {
       qa.quantize(x.data(), tokens, cols);
       const Activations a = qa.view(x.data(), 0, tokens);
       std::vector<float> y(tokens * rows);
-      (type == GgmlType::Q8_0 ? kScalarKernels.q8_0 : kScalarKernels.mxfp4)(w.data(), row_bytes(type, cols), rows, 0,
-                                                                            rows, a, y.data(), rows);
+      kScalarKernels.matmul(type)(w.data(), packed_row_bytes(type, cols), rows, 0, rows, a, y.data(), rows);
       std::vector<float> wf(cols);
       for (int t = 0; t < tokens; ++t) {
         const std::vector<float> xf = dequantized(a, t);
@@ -133,8 +138,8 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
   std::printf("instruction sets tested: ");
   for (Isa isa : isas) std::printf("%s ", isa_name(isa));
   std::printf("\n");
-  for (GgmlType type : kQuantized)
-    for (int64_t cols : kQuantizedCols)
+  for (GgmlType type : kPackedTypes)
+    for (int64_t cols : test_cols(type))
       for (auto [rows, tokens] : {std::pair{1, 1},
                                   {5, 1},
                                   {9, 1},
@@ -157,7 +162,7 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
         qa.quantize(x.data(), tokens, cols);
         const Activations a = qa.view(x.data(), 0, tokens);
         auto run = [&](const KernelSet& k, int64_t r0, int64_t r1, const Activations& in, float* y, int64_t stride) {
-          (type == GgmlType::Q8_0 ? k.q8_0 : k.mxfp4)(w.data(), rb, rows, r0, r1, in, y, stride);
+          k.matmul(type)(w.data(), packed_row_bytes(type, cols), rows, r0, r1, in, y, stride);
         };
         std::vector<float> want(tokens * rows), got(tokens * rows);
         run(kScalarKernels, 0, rows, a, want.data(), rows);
@@ -242,7 +247,7 @@ TEST(Kernels, MatmulRowsFillsOnlyItsRowsAtTheStride) {
     const std::vector<float> x = random_floats(tokens * cols, 200);
     QuantizedActivations qa;
     qa.quantize(x.data(), tokens, cols);
-    const Matrix m{type, rows, cols, w.data(), row_bytes(type, cols)};
+    const Matrix m{type, rows, cols, w.data(), packed_row_bytes(type, cols)};
     std::vector<float> y(tokens * rows, -1);
     matmul_rows(kScalarKernels, m, 1, 4, qa.view(x.data(), 0, tokens), y.data(), rows);
     for (int t = 0; t < tokens; ++t)
@@ -252,7 +257,7 @@ TEST(Kernels, MatmulRowsFillsOnlyItsRowsAtTheStride) {
           if (type == GgmlType::F32) {
             want = kScalarKernels.f32(m.row(r), x.data() + t * cols, cols);
           } else {
-            kScalarKernels.q8_0(m.data, m.row_bytes, rows, r, r + 1, qa.view(x.data(), t, 1), &want, 1);
+            kScalarKernels.matmul(type)(m.data, m.row_bytes, rows, r, r + 1, qa.view(x.data(), t, 1), &want, 1);
           }
         }
         EXPECT_EQ(y[t * rows + r], want) << type_name(type) << " " << t << "," << r;

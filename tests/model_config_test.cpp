@@ -46,7 +46,8 @@ TEST(ModelConfig, TinyRoundTrip) {
 
 // A tiny model with one thing changed, written through the same writer.
 std::string variant(const std::string& name, const std::function<void(GgufWriter&)>& meta,
-                    const std::string& skip_tensor, GgmlType router_type = GgmlType::F32, uint64_t q_rows = 0) {
+                    const std::string& skip_tensor, GgmlType router_type = GgmlType::F32, uint64_t q_rows = 0,
+                    GgmlType q_type = GgmlType::F32) {
   SyntheticSpec spec = synthetic_preset("tiny");
   ModelConfig c = spec.config;
   c.n_layer = 1;
@@ -59,6 +60,7 @@ std::string variant(const std::string& name, const std::function<void(GgufWriter
     if (t.name == skip_tensor) continue;
     GgmlType type = t.role == TensorSpec::Role::vector   ? GgmlType::F32
                     : t.role == TensorSpec::Role::router ? router_type
+                    : t.name == "blk.0.attn_q.weight"    ? q_type
                                                          : GgmlType::F32;
     if (q_rows && t.name == "blk.0.attn_q.weight") t.ne[1] = q_rows;
     w.add_tensor(t.name, type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
@@ -120,6 +122,9 @@ TEST(ModelConfig, RefusesWhatItCannotRun) {
   expect_refused(variant("shape.gguf", gpt_oss, "", GgmlType::F32, 96),
                  "tensor 'blk.0.attn_q.weight' has shape [64, 96], expected [64, 64]");
   expect_refused(variant("type.gguf", gpt_oss, "", GgmlType::Q8_0), "tensor 'blk.0.ffn_gate_inp.weight' has type Q8_0");
+  // A block type no kernel takes (Q8_1 is ggml's activation format).
+  expect_refused(variant("q8_1.gguf", gpt_oss, "", GgmlType::F32, 0, GgmlType::Q8_1),
+                 "tensor 'blk.0.attn_q.weight' has type Q8_1, which tps cannot compute with here");
   expect_refused(variant(
                      "nokey.gguf", [](GgufWriter& w) { w.add_string("general.architecture", "gpt-oss"); }, ""),
                  "gpt-oss.block_count");

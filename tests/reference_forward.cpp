@@ -58,7 +58,7 @@ ReferenceModel::Matrix ReferenceModel::matrix(const GgufFile& f, const std::stri
   m.cols = static_cast<int>(t.ne[0]);
   m.rows = static_cast<int>(t.ne[1]);
   m.w = dequantize(t, expert < 0 ? 0 : uint64_t(expert) * t.ne[1], t.ne[1]);
-  m.q8_inputs = q8_ && (t.type == GgmlType::Q8_0 || t.type == GgmlType::MXFP4);
+  m.q8_inputs = q8_ && t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16;
   return m;
 }
 

@@ -16,8 +16,8 @@ namespace tps::testing {
 class ReferenceModel {
  public:
   // yarn_truncate: round the YaRN correction range as llama.cpp does.
-  // q8_inputs: round the input of every product with Q8_0 or MXFP4 weights
-  // to Q8_0 first, as llama.cpp's CPU backend (and tps) do; the rest of the
+  // q8_inputs: round the input of every product with block-quantized
+  // weights to Q8_0 first, as llama.cpp's CPU backend (and tps) do; the rest of the
   // arithmetic stays exact.
   ReferenceModel(const GgufFile& file, bool yarn_truncate, bool q8_inputs);
 

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "tests/quant_models.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -88,6 +89,29 @@ INSTANTIATE_TEST_SUITE_P(Modes, Split,
                          ::testing::Values(Case{"tiny", "tensor"}, Case{"tiny", "experts"}, Case{"tiny", "layers"},
                                            Case{"small", "tensor"}, Case{"small", "experts"}, Case{"small", "layers"}),
                          [](const auto& info) { return info.param.preset + "_" + info.param.mode; });
+
+// Every other block type (tests/quant_models.h) split in two each way, over
+// shared memory: the tensor split cuts the K-quants' rows at whole blocks.
+class QuantSplit : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantSplit, SameTokensAsOneRankOnTwo) {
+  const std::string greedy = "-n 32 --temp 0 --top-logprobs 5";
+  json one = generate(GetParam(), 1, "", greedy);
+  ASSERT_FALSE(one.is_null());
+  for (const std::string mode : {"tensor", "experts", "layers"}) {
+    SCOPED_TRACE(GetParam() + ", " + mode + " split");
+    json got = generate(GetParam(), 2, "", greedy + " --split " + mode);
+    if (got.is_null()) continue;
+    EXPECT_EQ(got["split"], mode);
+    EXPECT_EQ(got["generated_ids"], one["generated_ids"]);
+    auto [largest, median] = logprob_diffs(one, got);
+    EXPECT_LT(largest, 0.1);
+    EXPECT_LT(median, 1e-3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantSplit, ::testing::ValuesIn(testing::quant_models()),
+                         [](const auto& info) { return testing::quant_model_test_name(info.param); });
 
 // Sampling with a seed draws the same tokens from the same logits whatever
 // the rank count. A pipeline computes every layer on one rank, so its logits

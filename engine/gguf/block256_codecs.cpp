@@ -244,12 +244,69 @@ void encode_iq4_xs(const float* x, uint8_t* p) {
   store_block(b, p);
 }
 
+// Codes and fields of the super-blocks (quant_blocks.h, BlockFields).
+void fields_q2_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ2_K>(p);
+  f.d = b.d, f.m = b.dmin;
+  for (int s = 0; s < 16; ++s)
+    f.scale[s] = static_cast<int8_t>(b.scales[s] & 0x0F), f.min[s] = static_cast<int8_t>(b.scales[s] >> 4);
+  for (int e = 0; e < 256; ++e) codes[e] = static_cast<uint8_t>((b.qs[two_bit_byte(e)] >> two_bit_shift(e)) & 3);
+}
+void fields_q3_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ3_K>(p);
+  f.d = b.d;
+  for (int s = 0; s < 16; ++s) f.scale[s] = static_cast<int8_t>(q3_k_scale(b.scales, s));
+  for (int e = 0; e < 256; ++e) {
+    const int low = (b.qs[two_bit_byte(e)] >> two_bit_shift(e)) & 3, high = (b.hmask[e % 32] >> (e / 32)) & 1;
+    codes[e] = static_cast<uint8_t>(low | high << 2);
+  }
+}
+void fields_q4_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ4_K>(p);
+  f.d = b.d, f.m = b.dmin;
+  for (int s = 0; s < 8; ++s) {
+    const ScaleMin sm = k4_scale_min(b.scales, s);
+    f.scale[s] = static_cast<int8_t>(sm.scale), f.min[s] = static_cast<int8_t>(sm.min);
+  }
+  for (int e = 0; e < 256; ++e) codes[e] = static_cast<uint8_t>(k4_nibble(b.qs, e));
+}
+void fields_q5_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ5_K>(p);
+  f.d = b.d, f.m = b.dmin;
+  for (int s = 0; s < 8; ++s) {
+    const ScaleMin sm = k4_scale_min(b.scales, s);
+    f.scale[s] = static_cast<int8_t>(sm.scale), f.min[s] = static_cast<int8_t>(sm.min);
+  }
+  for (int e = 0; e < 256; ++e)
+    codes[e] = static_cast<uint8_t>(k4_nibble(b.qs, e) | ((b.qh[e % 32] >> (e / 32)) & 1) << 4);
+}
+void fields_q6_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ6_K>(p);
+  f.d = b.d;
+  for (int s = 0; s < 16; ++s) f.scale[s] = b.scales[s];
+  for (int e = 0; e < 256; ++e) {
+    const Q6Place at = q6_place(e);
+    codes[e] = static_cast<uint8_t>(((b.ql[at.ql] >> at.ql_shift) & 0x0F) | ((b.qh[at.qh] >> at.qh_shift) & 3) << 4);
+  }
+}
+void fields_iq4_xs(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockIq4Xs>(p);
+  f.d = b.d;
+  for (int s = 0; s < 8; ++s) {
+    f.scale[s] = static_cast<int8_t>(iq4_xs_scale(b, s));
+    for (int t = 0; t < 16; ++t) {
+      codes[32 * s + t] = static_cast<uint8_t>(b.qs[16 * s + t] & 0x0F);
+      codes[32 * s + 16 + t] = static_cast<uint8_t>(b.qs[16 * s + t] >> 4);
+    }
+  }
+}
+
 }  // namespace
 
 const BlockCodec* block256_codec(GgmlType type) {
-  static constexpr BlockCodec q2_k{decode_q2_k, encode_q2_k}, q3_k{decode_q3_k, encode_q3_k},
-      q4_k{decode_q4_k, encode_q4_k}, q5_k{decode_q5_k, encode_q5_k}, q6_k{decode_q6_k, encode_q6_k},
-      iq4_xs{decode_iq4_xs, encode_iq4_xs};
+  static constexpr BlockCodec q2_k{decode_q2_k, encode_q2_k, fields_q2_k}, q3_k{decode_q3_k, encode_q3_k, fields_q3_k},
+      q4_k{decode_q4_k, encode_q4_k, fields_q4_k}, q5_k{decode_q5_k, encode_q5_k, fields_q5_k},
+      q6_k{decode_q6_k, encode_q6_k, fields_q6_k}, iq4_xs{decode_iq4_xs, encode_iq4_xs, fields_iq4_xs};
   switch (type) {
     case GgmlType::Q2_K: return &q2_k;
     case GgmlType::Q3_K: return &q3_k;

@@ -179,6 +179,33 @@ void encode_mxfp4(const float* x, uint8_t* p) {
   store_block(b, p);
 }
 
+// Codes and fields of the 32-value blocks (quant_blocks.h, BlockFields).
+void fields_q4_0(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ4_0>(p);
+  f.d = b.d;
+  for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>(nibble(b.qs, j));
+}
+void fields_q4_1(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ4_1>(p);
+  f.d = b.d, f.m = b.m;
+  for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>(nibble(b.qs, j));
+}
+void fields_q5_0(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ5_0>(p);
+  f.d = b.d;
+  for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>(five_bits(b.qs, high_bits(b.qh), j));
+}
+void fields_q5_1(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ5_1>(p);
+  f.d = b.d, f.m = b.m;
+  for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>(five_bits(b.qs, high_bits(b.qh), j));
+}
+void fields_iq4_nl(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockIq4Nl>(p);
+  f.d = b.d;
+  for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>(nibble(b.qs, j));
+}
+
 }  // namespace
 
 float signed_absmax(const float* x, int n) {
@@ -191,9 +218,10 @@ float signed_absmax(const float* x, int n) {
 int nearest(float v) { return static_cast<int>(std::nearbyint(v)); }
 
 const BlockCodec* block32_codec(GgmlType type) {
-  static constexpr BlockCodec q4_0{decode_q4_0, encode_q4_0}, q4_1{decode_q4_1, encode_q4_1},
-      q5_0{decode_q5_0, encode_q5_0}, q5_1{decode_q5_1, encode_q5_1}, q8_0{decode_q8_0, encode_q8_0},
-      iq4_nl{decode_iq4_nl, encode_iq4_nl}, mxfp4{decode_mxfp4, encode_mxfp4};
+  static constexpr BlockCodec q4_0{decode_q4_0, encode_q4_0, fields_q4_0}, q4_1{decode_q4_1, encode_q4_1, fields_q4_1},
+      q5_0{decode_q5_0, encode_q5_0, fields_q5_0}, q5_1{decode_q5_1, encode_q5_1, fields_q5_1},
+      q8_0{decode_q8_0, encode_q8_0, nullptr}, iq4_nl{decode_iq4_nl, encode_iq4_nl, fields_iq4_nl},
+      mxfp4{decode_mxfp4, encode_mxfp4, nullptr};
   switch (type) {
     case GgmlType::Q4_0: return &q4_0;
     case GgmlType::Q4_1: return &q4_1;

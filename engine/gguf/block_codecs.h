@@ -7,12 +7,14 @@
 #include <cstring>
 
 #include "engine/gguf/ggml_types.h"
+#include "engine/gguf/quant_blocks.h"
 
 namespace tps {
 
 struct BlockCodec {
   void (*decode)(const uint8_t* block, float* values);
   void (*encode)(const float* values, uint8_t* block);
+  void (*fields)(const uint8_t* block, uint8_t* codes, BlockFields& fields);  // nullptr: Q8_0, MXFP4
 };
 
 // The codec of a 32-element (Q4_0 .. MXFP4) or 256-element (K-quants,

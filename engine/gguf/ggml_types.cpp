@@ -47,6 +47,12 @@ const char* type_name(GgmlType type) {
   return info ? info->name : "unknown";
 }
 
+std::optional<GgmlType> type_from_name(const std::string& name) {
+  for (uint32_t id = 0; id < 64; ++id)
+    if (auto info = ggml_type_info(id); info && name == info->name) return static_cast<GgmlType>(id);
+  return std::nullopt;
+}
+
 uint64_t row_bytes(GgmlType type, uint64_t n) {
   auto info = ggml_type_info(static_cast<uint32_t>(type));
   if (!info) throw InputError(cat("unknown tensor type id ", static_cast<uint32_t>(type)));

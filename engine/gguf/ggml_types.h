@@ -27,6 +27,8 @@ struct GgmlTypeInfo {
 // The table entry of a known type id; nullopt for unknown or retired ids.
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
 const char* type_name(GgmlType type);
+// The known type of that name (as type_name gives it); nullopt otherwise.
+std::optional<GgmlType> type_from_name(const std::string& name);
 
 // Bytes of a row of n elements; throws InputError when n is not a multiple
 // of the type's block size.

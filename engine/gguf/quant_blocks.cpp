@@ -101,6 +101,13 @@ void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n) {
   for (size_t b = 0; b < n / info.block_elems; ++b) c->decode(src + b * info.block_bytes, dst + b * info.block_elems);
 }
 
+void block_fields(GgmlType type, const uint8_t* block, uint8_t* codes, BlockFields& fields) {
+  const BlockCodec* c = codec(type);
+  if (!c || !c->fields) throw Error(cat("no block fields for type ", type_name(type)));
+  fields = BlockFields{};
+  c->fields(block, codes, fields);
+}
+
 void quantize_row(GgmlType type, const float* src, uint8_t* dst, size_t n) {
   if (type == GgmlType::F16 || type == GgmlType::BF16) {
     uint16_t (*convert)(float) = type == GgmlType::F16 ? fp32_to_fp16 : fp32_to_bf16;

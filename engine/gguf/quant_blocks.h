@@ -161,6 +161,20 @@ bool can_decode(GgmlType type);
 // type's block. Types tps cannot decode throw InputError naming the type.
 void dequantize_row(GgmlType type, const uint8_t* src, float* dst, size_t n);
 
+// A block's values as integer codes and its scale fields unpacked, as the
+// packed layout (kernels/packed_rows.h) keeps them. Codes: Q4_0, Q4_1,
+// IQ4_NL, Q4_K, IQ4_XS the nibble (IQ4's the index of its level); Q5_0,
+// Q5_1, Q5_K the 5 bits; Q6_K the 6 bits (value d * scale * (code - 32));
+// Q3_K the 2 low bits and bit 2 set when the hmask bit is (value d * scale
+// * (code - 4)); Q2_K the 2 bits.
+struct BlockFields {
+  uint16_t d = 0, m = 0;                // F16 bits: d; Q4_1/Q5_1's m, the K-quants' dmin
+  int8_t scale[16] = {}, min[16] = {};  // per sub-block (of 32 values: 8; of 16: 16)
+};
+// Codes of the type's block (32 or 256 of them) and its fields; for every
+// block format above but Q8_0 and MXFP4 (packed as they are stored).
+void block_fields(GgmlType type, const uint8_t* block, uint8_t* codes, BlockFields& fields);
+
 // Encodes n floats (a multiple of the type's block) as a row of type: F16,
 // BF16 and every block format above, by round to nearest (no search for
 // the best scales, as ggml's quantizers do; enough for test files).

@@ -2,7 +2,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/layer_math.h"
@@ -12,7 +16,7 @@ namespace avx2 {
 #include "engine/kernels/simd.inl"
 }  // namespace avx2
 
-const KernelSet kAvx2Kernels{Isa::avx2,  avx2::q8_0,   avx2::mxfp4,      avx2::f32,          avx2::f16,
-                             avx2::bf16, avx2::swiglu, avx2::score_keys, avx2::softmax_sink, avx2::add_values};
+const KernelSet kAvx2Kernels{Isa::avx2,    avx2::kQuantized, avx2::f32,          avx2::f16,       avx2::bf16,
+                             avx2::swiglu, avx2::score_keys, avx2::softmax_sink, avx2::add_values};
 
 }  // namespace tps

@@ -2,7 +2,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/layer_math.h"
@@ -12,8 +16,8 @@ namespace avx512 {
 #include "engine/kernels/simd.inl"
 }  // namespace avx512
 
-const KernelSet kAvx512Kernels{Isa::avx512,          avx512::q8_0,      avx512::mxfp4,  avx512::f32,
-                               avx512::f16,          avx512::bf16,      avx512::swiglu, avx512::score_keys,
-                               avx512::softmax_sink, avx512::add_values};
+const KernelSet kAvx512Kernels{Isa::avx512,        avx512::kQuantized,   avx512::f32,
+                               avx512::f16,        avx512::bf16,         avx512::swiglu,
+                               avx512::score_keys, avx512::softmax_sink, avx512::add_values};
 
 }  // namespace tps

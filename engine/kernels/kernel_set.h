@@ -9,6 +9,7 @@
 // The scalar set is the reference every other set is tested against.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,13 +31,18 @@ const char* isa_name(Isa isa);
 //                     unsigned by signed: Q8_0's signed weights take these),
 //   d  [groups][8]    the blocks' scales (block 8k + b in lane b),
 //   offset [groups][8]  12 x d x the sum of the block's q: what the MXFP4
-//                     kernels' unsigned weights (value + 12) add, taken off.
+//                     kernels' unsigned weights (value + 12) add, taken off;
+//   sum, sum_lo, sum_hi [groups][8]  d x the sum of the block's q, of its
+//                     first 16 and of its last 16: what the formats whose
+//                     values are a x code + b (Q4_1's min, Q4_0's code - 8,
+//                     ...) multiply b by.
 struct Activations {
   const float* f = nullptr;
   const int8_t* q = nullptr;
   const uint8_t* u = nullptr;
   const float* d = nullptr;
   const float* offset = nullptr;
+  const float *sum = nullptr, *sum_lo = nullptr, *sum_hi = nullptr;
   int64_t cols = 0;
   int tokens = 0;
   int64_t q_stride() const { return 256 * block_groups(cols); }  // bytes per token in q, u
@@ -58,7 +64,8 @@ struct KernelSet {
   // results do not depend on how rows are split between threads.
   using QuantizedMatmul = void (*)(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
                                    int64_t row_end, const Activations& x, float* y, int64_t y_stride);
-  QuantizedMatmul q8_0, mxfp4;
+  std::array<QuantizedMatmul, kPackedTypeCount> quantized;  // by packed_index
+  QuantizedMatmul matmul(GgmlType type) const { return quantized[packed_index(type)]; }
   // One float row of n values . x.
   float (*f32)(const uint8_t* w, const float* x, int64_t n);
   float (*f16)(const uint8_t* w, const float* x, int64_t n);

@@ -17,7 +17,7 @@ void QuantizedActivations::resize(int tokens, int64_t cols) {
   cols_ = cols;
   const Activations shape{.cols = cols};
   q_.resize(tokens * shape.q_stride()), u_.resize(tokens * shape.q_stride());
-  d_.resize(tokens * shape.d_stride()), offset_.resize(tokens * shape.d_stride());
+  for (auto* plane : {&d_, &offset_, &sum_, &sum_lo_, &sum_hi_}) plane->resize(tokens * shape.d_stride());
 }
 
 void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
@@ -28,13 +28,14 @@ void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
     int8_t* q = q_.data() + t * q_stride;
     float* d = d_.data() + t * d_stride;
     float* offset = offset_.data() + t * d_stride;
+    float *sum = sum_.data() + t * d_stride, *sum_lo = sum_lo_.data() + t * d_stride,
+          *sum_hi = sum_hi_.data() + t * d_stride;
     // The lanes of a last group past the row's last block stay zero (their
     // weights are whatever follows a matrix: u's lanes, 128, take nothing
     // from them either, as the Q8_0 kernel's correction takes off exactly
     // 128 x the weights).
     std::fill_n(q + q_stride - 256, 256, int8_t{0});
-    std::fill_n(d + d_stride - 8, 8, 0.0f);
-    std::fill_n(offset + d_stride - 8, 8, 0.0f);
+    for (float* plane : {d, offset, sum, sum_lo, sum_hi}) std::fill_n(plane + d_stride - 8, 8, 0.0f);
     for (int64_t b = 0; b < blocks; ++b) {
       const float* v = x + t * cols + b * 32;
       // The loops below are written for the compiler to vectorize (decode
@@ -57,12 +58,14 @@ void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
       constexpr float kRound = 12582912.0f;
       int8_t values[32];
       for (int j = 0; j < 32; ++j) values[j] = static_cast<int8_t>((v[j] * inv + kRound) - kRound);
-      int32_t sum = 0;
-      for (int j = 0; j < 32; ++j) sum += values[j];
+      int32_t lo = 0, hi = 0;
+      for (int j = 0; j < 16; ++j) lo += values[j], hi += values[j + 16];
       // Quad by quad into the block's lane of its group (kernels/packed_rows.h).
       for (int j = 0; j < 32; j += 4) std::memcpy(q + activation_position(b, j), values + j, 4);
       d[b] = scale;
-      offset[b] = 12.0f * scale * static_cast<float>(sum);
+      offset[b] = 12.0f * scale * static_cast<float>(lo + hi);
+      sum[b] = scale * static_cast<float>(lo + hi);
+      sum_lo[b] = scale * static_cast<float>(lo), sum_hi[b] = scale * static_cast<float>(hi);
     }
     uint8_t* u = u_.data() + t * q_stride;
     for (int64_t i = 0; i < q_stride; ++i) u[i] = static_cast<uint8_t>(q[i] + 128);
@@ -73,6 +76,8 @@ Activations QuantizedActivations::view(const float* f, int first, int count) con
   Activations a{.f = f + first * cols_, .cols = cols_, .tokens = count};
   a.q = q_.data() + first * a.q_stride(), a.u = u_.data() + first * a.q_stride();
   a.d = d_.data() + first * a.d_stride(), a.offset = offset_.data() + first * a.d_stride();
+  a.sum = sum_.data() + first * a.d_stride();
+  a.sum_lo = sum_lo_.data() + first * a.d_stride(), a.sum_hi = sum_hi_.data() + first * a.d_stride();
   return a;
 }
 
@@ -95,9 +100,8 @@ void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t
       for (int t = 0; t < x.tokens; ++t) y[t * y_stride + r] = dot(row, x.f + t * n, n);
     }
   };
+  if (is_packed_type(w.type)) return integer(k.matmul(w.type));
   switch (w.type) {
-    case GgmlType::Q8_0: return integer(k.q8_0);
-    case GgmlType::MXFP4: return integer(k.mxfp4);
     case GgmlType::F32: return floats(k.f32);
     case GgmlType::F16: return floats(k.f16);
     case GgmlType::BF16: return floats(k.bf16);

@@ -33,8 +33,8 @@ class QuantizedActivations {
  public:
   // Quantizes `tokens` rows of cols floats (cols a multiple of 32): per block
   // d = max|x| / 127, q = x / d rounded to nearest (ties to even), d then
-  // rounded to F16 as in Q8_0 blocks; and the u and offset planes derived
-  // from q and d (kernel_set.h).
+  // rounded to F16 as in Q8_0 blocks; and the u, offset and sum planes
+  // derived from q and d (kernel_set.h).
   void quantize(const float* x, int tokens, int64_t cols);
   // The same in two steps, so that threads can share the rows: room for
   // `tokens` rows of cols, then rows [first, first + count) of x (row t of
@@ -48,7 +48,7 @@ class QuantizedActivations {
  private:
   std::vector<int8_t, LineAligned<int8_t>> q_;
   std::vector<uint8_t, LineAligned<uint8_t>> u_;
-  std::vector<float, LineAligned<float>> d_, offset_;
+  std::vector<float, LineAligned<float>> d_, offset_, sum_, sum_lo_, sum_hi_;
   int64_t cols_ = 0;
 };
 
@@ -57,8 +57,9 @@ class QuantizedActivations {
 // ~64 KiB, a stream long enough for the prefetchers.
 int64_t row_grain(const Matrix& w);
 
-// y[t * y_stride + r] = (row r of w) . x[t] for r in [row_begin, row_end). Q8_0
-// and MXFP4 weights must be packed (kernels/packed_rows.h) and x quantized.
+// y[t * y_stride + r] = (row r of w) . x[t] for r in [row_begin, row_end).
+// Weights of a packed type must be packed (kernels/packed_rows.h) and x
+// quantized.
 void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end, const Activations& x,
                  float* y, int64_t y_stride);
 

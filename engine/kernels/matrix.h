@@ -1,6 +1,6 @@
 // A weight matrix as the kernels see it: plain data, no model knowledge.
-// `rows` rows of `cols` values of a ggml type, row_bytes apart. Q8_0 and
-// MXFP4 matrices are in the kernels' packed layout, by tiles of rows
+// `rows` rows of `cols` values of a ggml type, row_bytes apart. Matrices of
+// a packed type are in the kernels' packed layout, by tiles of rows
 // (kernels/packed_rows.h): for them row(r) is where row r's tile starts
 // when r starts one; other types (and the token embeddings, read from the
 // file mapping) are in the file's layout.
@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "engine/gguf/ggml_types.h"
+#include "engine/kernels/packed_rows.h"
 
 namespace tps {
 
@@ -22,7 +23,7 @@ struct Matrix {
   // expert's rows are packed as a matrix of their own).
   Matrix slice(int64_t first, int64_t count) const { return Matrix{type, count, cols, row(first), row_bytes}; }
   // Weights whose dot products take activations quantized to Q8_0.
-  bool wants_q8() const { return type == GgmlType::Q8_0 || type == GgmlType::MXFP4; }
+  bool wants_q8() const { return is_packed_type(type); }
 };
 
 }  // namespace tps

@@ -4,26 +4,44 @@
 // vectors with no per-block shuffling.
 //
 // Rows go by tiles of 4 (the rows a decode step computes at once); the last
-// rows % 4 rows of a matrix are tiles of 1. A tile of T rows takes the bytes
-// of its T rows in the file, in groups of 8 blocks (256 values; the last
-// group of a row may have fewer, g):
+// rows % 4 rows of a matrix are tiles of 1. A tile of T rows takes its T
+// rows in groups of 8 blocks of 32 values (256 values; the last group of a
+// row may have fewer, g):
 //
-//   GGUF rows:   row0 [scale|values] [scale|values] ...  row1 ...  (34 / 17 bytes a block)
+//   GGUF rows:   row0 [block][block] ...  row1 ...
 //   packed tile: group 0 [values of row0..row T-1][scales of row0..row T-1]
 //                group 1 [values ...][scales ...] ...
 //
 // so a decode tile streams its T rows front to back. Within a row's group,
-// lane b (4 bytes) of each 32-byte vector belongs to block b: the 32 values
-// of a block go by quads of 4, quad k (0..7) being the values
-// 16 (k % 2) + 4 (k / 2) + 0..3, and vector k holds quad k of the 8 blocks.
-// A 4-product integer sum per lane then adds up block by block, and one
-// float multiply-add per 8 blocks applies all 8 scales.
-//   Q8_0:  vector k at byte 32k of the row's group (int8). Scales: F16,
-//          block b's at byte 2b of the row's scales.
-//   MXFP4: 4 vectors of nibbles; vector m at byte 32m: the low nibbles are
-//          quad 2m, the high ones quad 2m + 1 (in the file, byte j of a
-//          block holds values j and j + 16, so a byte of vector m holds
-//          value 4m + i and 16 + 4m + i). Scales: E8M0, one byte a block.
+// each 4g-byte vector holds 4 bytes of each block (lane b, at byte 4b): the
+// 32 values of a block go by quads of 4, quad k (0..7) being the values
+// 16 (k % 2) + 4 (k / 2) + 0..3, so that quads 0, 2, 4, 6 are the block's
+// first 16 values and 1, 3, 5, 7 its last 16 (the halves the 16-value
+// sub-blocks of Q2_K, Q3_K and Q6_K scale apart). A 4-product integer sum
+// per lane then adds up block by block, and a few float multiply-adds per
+// 8 blocks apply all the scales.
+//
+// Values. Q8_0 keeps its int8 values, vector k = quad k. Every other type
+// keeps each value's integer code (what indexes its table, or its unsigned
+// level) in bit planes, in this order:
+//   nibbles (4 vectors): vector m holds the low 4 bits of quad 2m in its
+//     low nibbles and of quad 2m + 1 in its high ones -- MXFP4, Q4_0, Q4_1,
+//     IQ4_NL, Q4_K, IQ4_XS, and the low 4 bits of Q5_0, Q5_1, Q5_K, Q6_K;
+//   two bits (2 vectors): byte i of a lane of vector v holds 2 bits of
+//     value i of quads 4v..4v+3, quad 4v + j at bits 2j -- bits 4..5 of
+//     Q6_K, bits 0..1 of Q3_K and Q2_K;
+//   one bit (1 vector): byte i of a lane holds one bit of value i of every
+//     quad, quad k at bit k -- bit 4 of Q5_0, Q5_1, Q5_K, bit 2 of Q3_K.
+// Scales, after all the rows' values of a group:
+//   per block (g of them a row): Q8_0, Q4_0, Q5_0, IQ4_NL: F16 d; MXFP4:
+//     E8M0; Q4_1, Q5_1: F16 d of the g blocks, then their F16 m;
+//   per group (the K-quants' and IQ4_XS's 256-value super-block; their rows
+//     are whole groups): F16 d (and F16 dmin), then one byte per block or
+//     per half block, unpacked from the file's 6-bit fields:
+//       Q4_K, Q5_K: d, dmin, scale[8], min[8]            (20 bytes)
+//       Q6_K, Q3_K: d, scale of first halves[8], of last halves[8] (int8; 18)
+//       Q2_K: d, dmin, scale[8] first, [8] last, min[8] first, [8] last (36)
+//       IQ4_XS: d, scale[8] (int8; 10)
 // A last group of g < 8 blocks is the same with g lanes: vectors of 4g
 // bytes, g scales a row.
 // Activations (QuantizedActivations::quantize in matmul.h) follow the quad
@@ -42,28 +60,57 @@
 
 namespace tps {
 
-// Types the integer kernels take, and so the types load_shard repacks.
-inline bool is_packed_type(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::MXFP4; }
+// The types the integer kernels take (KernelSet::quantized, in this order),
+// and so the types load_shard repacks.
+inline constexpr GgmlType kPackedTypes[] = {
+    GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,  GgmlType::IQ4_NL,
+    GgmlType::Q2_K, GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+constexpr int kPackedTypeCount = sizeof kPackedTypes / sizeof kPackedTypes[0];
+// The index of type in kPackedTypes, or -1.
+constexpr int packed_index(GgmlType t) {
+  for (int i = 0; i < kPackedTypeCount; ++i)
+    if (kPackedTypes[i] == t) return i;
+  return -1;
+}
+constexpr bool is_packed_type(GgmlType t) { return packed_index(t) >= 0; }
 
 constexpr int64_t kTileRows = 4;
-constexpr int64_t kPackedOverread = 32;
+constexpr int64_t kPackedOverread = 64;
 constexpr int kGroupBlocks = 8;
 
-// A packed type's bytes per block: its values and its scale.
+// A packed type's layout: which bit planes hold its codes, and its scale
+// bytes per block or per group.
 struct PackedFormat {
-  int value_bytes, scale_bytes;
+  bool bytes;         // Q8_0: the values themselves, 8 vectors
+  bool nibbles;       // the low 4 bits of each code
+  int two_bits = -1;  // the code's bit where its 2-bit field starts, or -1
+  int one_bit = -1;   // the code's bit kept in the 1-bit plane, or -1
+  int scale_bytes;    // per block (per_group false) or per group
+  bool per_group = false;
+  constexpr int value_bytes() const {  // per block
+    return (bytes ? 32 : 0) + (nibbles ? 16 : 0) + (two_bits >= 0 ? 8 : 0) + (one_bit >= 0 ? 4 : 0);
+  }
+  // A row's scale bytes for a group of g blocks.
+  constexpr int group_scale_bytes(int g) const { return per_group ? scale_bytes : g * scale_bytes; }
 };
-constexpr PackedFormat kPackedQ8_0{32, 2}, kPackedMxfp4{16, 1};
+// Where each plane starts in a row's group of g blocks.
+constexpr int nibble_plane(const PackedFormat&, int) { return 0; }
+constexpr int two_bit_plane(const PackedFormat& f, int g) { return f.nibbles ? 16 * g : 0; }
+constexpr int one_bit_plane(const PackedFormat& f, int g) {
+  return two_bit_plane(f, g) + (f.two_bits >= 0 ? 8 * g : 0);
+}
 
-// The quad (0..7) of value j (0..31) of a block, and the first value of
-// quad k: quad k is the values 16 (k % 2) + 4 (k / 2) + 0..3.
-constexpr int quad_of(int j) { return 2 * ((j % 16) / 4) + j / 16; }
-constexpr int quad_first_value(int k) { return 16 * (k % 2) + 4 * (k / 2); }
+// The layout of a packed type (an Error for another type).
+PackedFormat packed_format(GgmlType type);
 
-// Packs `rows` rows of cols values (a multiple of 32) of a packed type, row
-// i at src + i * src_stride in the file's layout, into dst: rows *
-// row_bytes(type, cols) bytes in the packed layout (dst does not overlap
-// src). `rows` counts from a tile boundary: the start of a matrix.
+// The bytes of a packed row of cols values (cols a multiple of the type's
+// block); for another type, the file's row bytes.
+uint64_t packed_row_bytes(GgmlType type, int64_t cols);
+
+// Packs `rows` rows of cols values of a packed type, row i at src + i *
+// src_stride in the file's layout, into dst: rows * packed_row_bytes(type,
+// cols) bytes in the packed layout (dst does not overlap src). `rows`
+// counts from a tile boundary: the start of a matrix.
 void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t rows, int64_t cols);
 
 // Groups of 8 blocks in a row of cols values (the last one may be partial).
@@ -72,6 +119,11 @@ inline int64_t block_groups(int64_t cols) { return (cols / 32 + kGroupBlocks - 1
 // The rows of the tile that holds row r of a matrix of `rows` rows.
 inline int64_t tile_rows(int64_t r, int64_t rows) { return r < rows - rows % kTileRows ? kTileRows : 1; }
 
+// The quad (0..7) of value j (0..31) of a block, and the first value of
+// quad k.
+constexpr int quad_of(int j) { return 2 * ((j % 16) / 4) + j / 16; }
+constexpr int quad_first_value(int k) { return 16 * (k % 2) + 4 * (k / 2); }
+
 // Where value j (0..31) of block b sits in a token's int8 activations:
 // 256 bytes a group of 8 blocks, in which quad k of the group's block b
 // (its lane) is at 32k + 4b.
@@ -79,11 +131,18 @@ constexpr int64_t activation_position(int64_t b, int j) {
   return 256 * (b / kGroupBlocks) + 32 * quad_of(j) + 4 * (b % kGroupBlocks) + j % 4;
 }
 
-// Byte offsets from the start of a tile of T rows (rows of `blocks` blocks)
-// of row r's value j of block b -- for MXFP4 the byte that holds it, in its
-// low nibble for j < 16, else its high -- and of the block's scale.
-int64_t packed_value_offset(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b, int j);
-int64_t packed_scale_offset(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b);
+// Row r's part of the group that holds block b, in a tile of T rows (rows
+// of `blocks` blocks): byte offsets from the tile's start of its values and
+// its scales, the group's lanes g and b's lane.
+struct PackedGroup {
+  int64_t values, scales;
+  int g, lane;
+};
+PackedGroup packed_group(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b);
+
+// Value j's code in the block at `lane` of a row's group of g lanes whose
+// values start at v: Q8_0's int8 value, or the unsigned code from the planes.
+int packed_code(const PackedFormat& f, const uint8_t* v, int g, int lane, int j);
 
 // E8M0 scale e as the float 2^(e - 127) from its bits, as the vector kernels
 // form it: e = 0 (2^-127, a denormal) becomes 0, a weight too small to count.

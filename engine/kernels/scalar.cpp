@@ -1,7 +1,9 @@
 // The reference kernels: plain loops over the packed layout, an integer sum
-// per block, one float multiply-add per block.
+// per block (or half block), then its coefficients in float.
+#include <array>
 #include <cstring>
 #include <span>
+#include <utility>
 
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/layer_math.h"
@@ -9,54 +11,95 @@
 namespace tps {
 namespace {
 
-// Value j of block b of row r of a tile of T packed rows, and the block's
-// scale, as the formats of kernels/packed_rows.h store them.
-struct Q8_0Row {
-  static constexpr GgmlType kType = GgmlType::Q8_0;
-  static constexpr float kFinalScale = 1.0f;
-  static int value(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b, int j) {
-    return static_cast<int8_t>(tile[packed_value_offset(kType, blocks, T, r, b, j)]);
-  }
-  static float scale(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b) {
-    uint16_t h;
-    std::memcpy(&h, tile + packed_scale_offset(kType, blocks, T, r, b), 2);
-    return fp16_to_fp32(h);
-  }
+// A packed block's halves as the kernels apply them: value = a[h] x level
+// + b[h] for the values of half h (0: the first 16, 1: the last 16), level
+// being the integer the kernels multiply -- Q8_0's value, MXFP4's doubled
+// E2M1 (the sum is halved at the end), IQ4's table level, else the code.
+struct Halves {
+  float a[2], b[2] = {0, 0};
 };
-
-struct Mxfp4Row {
-  static constexpr GgmlType kType = GgmlType::MXFP4;
-  static constexpr float kFinalScale = 0.5f;  // the value table is doubled
-  static int value(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b, int j) {
-    const uint8_t byte = tile[packed_value_offset(kType, blocks, T, r, b, j)];
-    return kMxfp4DoubledValues[j < 16 ? byte & 0x0F : byte >> 4];
+float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+Halves halves(GgmlType type, const uint8_t* s, int g, int lane) {
+  auto same = [](float a, float b = 0) { return Halves{{a, a}, {b, b}}; };
+  auto split = [&](float d, int a_at, float offset) {  // Q6_K, Q3_K: int8 scales of each half
+    const float a0 = d * static_cast<int8_t>(s[a_at + lane]), a1 = d * static_cast<int8_t>(s[a_at + 8 + lane]);
+    return Halves{{a0, a1}, {offset * a0, offset * a1}};
+  };
+  switch (type) {
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL: return same(f16_at(s + 2 * lane));
+    case GgmlType::MXFP4: return same(e8m0_bits_to_fp32(s[lane]));
+    case GgmlType::Q4_0: return same(f16_at(s + 2 * lane), -8 * f16_at(s + 2 * lane));
+    case GgmlType::Q5_0: return same(f16_at(s + 2 * lane), -16 * f16_at(s + 2 * lane));
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return same(f16_at(s + 2 * lane), f16_at(s + 2 * g + 2 * lane));
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return same(f16_at(s) * s[4 + lane], -f16_at(s + 2) * s[12 + lane]);
+    case GgmlType::Q6_K: return split(f16_at(s), 2, -32);
+    case GgmlType::Q3_K: return split(f16_at(s), 2, -4);
+    case GgmlType::Q2_K: {
+      const float d = f16_at(s), dmin = f16_at(s + 2);
+      return Halves{{d * s[4 + lane], d * s[12 + lane]}, {-dmin * s[20 + lane], -dmin * s[28 + lane]}};
+    }
+    case GgmlType::IQ4_XS: return same(f16_at(s) * static_cast<int8_t>(s[2 + lane]));
+    default: return same(0);
   }
-  static float scale(const uint8_t* tile, int64_t blocks, int64_t T, int64_t r, int64_t b) {
-    return e8m0_bits_to_fp32(tile[packed_scale_offset(kType, blocks, T, r, b)]);
+}
+int level(GgmlType type, int code) {
+  switch (type) {
+    case GgmlType::MXFP4: return kMxfp4DoubledValues[code];
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS: return kIq4NlValues[code];
+    default: return code;
   }
-};
+}
 
-// Per block an exact integer sum, then one float multiply-add; the sum of
-// blocks in order, times the format's final scale.
-template <typename Row>
-void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
-                      const Activations& x, float* y, int64_t y_stride) {
+// Per block exact integer sums of level x activation (by half), then the
+// halves' coefficients in float; the sum of blocks in order, times the
+// format's final scale.
+void quantized_matmul(GgmlType type, const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
+                      int64_t row_end, const Activations& x, float* y, int64_t y_stride) {
+  const PackedFormat f = packed_format(type);
+  const bool by_half = type == GgmlType::Q2_K || type == GgmlType::Q3_K || type == GgmlType::Q6_K;
+  const float final_scale = type == GgmlType::MXFP4 ? 0.5f : 1.0f;
   const int64_t blocks = x.cols / 32;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t T = tile_rows(row, rows), r = row % T;
     const uint8_t* tile = w + (row - r) * row_bytes;
     for (int t = 0; t < x.tokens; ++t) {
       const int8_t* q = x.q + t * x.q_stride();
-      const float* d = x.d + t * x.d_stride();
-      float sum = 0;
+      const float *d = x.d + t * x.d_stride(), *sum = x.sum + t * x.d_stride();
+      const float *sum_lo = x.sum_lo + t * x.d_stride(), *sum_hi = x.sum_hi + t * x.d_stride();
+      float acc = 0;
       for (int64_t b = 0; b < blocks; ++b) {
-        int32_t s = 0;
-        for (int j = 0; j < 32; ++j) s += Row::value(tile, blocks, T, r, b, j) * q[activation_position(b, j)];
-        sum += static_cast<float>(s) * d[b] * Row::scale(tile, blocks, T, r, b);
+        const PackedGroup at = packed_group(type, blocks, T, r, b);
+        int32_t s[2] = {0, 0};
+        for (int j = 0; j < 32; ++j)
+          s[j / 16] += level(type, packed_code(f, tile + at.values, at.g, at.lane, j)) * q[activation_position(b, j)];
+        const Halves h = halves(type, tile + at.scales, at.g, at.lane);
+        if (by_half)
+          acc += static_cast<float>(s[0]) * d[b] * h.a[0] + static_cast<float>(s[1]) * d[b] * h.a[1] +
+                 h.b[0] * sum_lo[b] + h.b[1] * sum_hi[b];
+        else
+          acc += static_cast<float>(s[0] + s[1]) * d[b] * h.a[0] + h.b[0] * sum[b];
       }
-      y[t * y_stride + row - row_begin] = sum * Row::kFinalScale;
+      y[t * y_stride + row - row_begin] = acc * final_scale;
     }
   }
+}
+
+template <GgmlType kType>
+void quantized(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+               const Activations& x, float* y, int64_t y_stride) {
+  quantized_matmul(kType, w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
+}
+template <size_t... I>
+constexpr std::array<KernelSet::QuantizedMatmul, kPackedTypeCount> quantized_kernels(std::index_sequence<I...>) {
+  return {quantized<kPackedTypes[I]>...};
 }
 
 template <typename Load>
@@ -116,15 +159,10 @@ void add_values(const float* p, int64_t stride, int heads, const float* const* v
 
 }  // namespace
 
-const KernelSet kScalarKernels{Isa::scalar,
-                               quantized_matmul<Q8_0Row>,
-                               quantized_matmul<Mxfp4Row>,
-                               f32,
-                               f16,
-                               bf16,
-                               swiglu,
-                               score_keys,
-                               softmax_sink,
+const KernelSet kScalarKernels{Isa::scalar, quantized_kernels(std::make_index_sequence<kPackedTypeCount>()),
+                               f32,         f16,
+                               bf16,        swiglu,
+                               score_keys,  softmax_sink,
                                add_values};
 
 }  // namespace tps

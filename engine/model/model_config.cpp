@@ -1,6 +1,7 @@
 #include "engine/model/model_config.h"
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/kernels/packed_rows.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -55,8 +56,7 @@ bool type_supported(TensorSpec::Role role, GgmlType type) {
     case TensorSpec::Role::router: return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
     case TensorSpec::Role::matrix:
     case TensorSpec::Role::expert_matrix:
-      return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 || type == GgmlType::Q8_0 ||
-             type == GgmlType::MXFP4;
+      return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 || is_packed_type(type);
   }
   return false;
 }
@@ -134,12 +134,14 @@ ModelConfig read_model_config(const GgufFile& f) {
     for (int i = 0; i < 4; ++i) same &= v->ne[i] == t.ne[i];
     require(same, cat("tensor '", t.name, "' has shape ", shape_text(v->n_dims, v->ne.data()), ", expected ",
                       shape_text(t.n_dims, t.ne.data())));
-    require(type_supported(t.role, v->type), cat("tensor '", t.name, "' has type ", type_name(v->type),
-                                                 ", which tps cannot compute with here (supported: ",
-                                                 t.role == TensorSpec::Role::vector   ? "F32"
-                                                 : t.role == TensorSpec::Role::router ? "F32, F16, BF16"
-                                                                                      : "F32, F16, BF16, Q8_0, MXFP4",
-                                                 ")"));
+    require(
+        type_supported(t.role, v->type),
+        cat("tensor '", t.name, "' has type ", type_name(v->type), ", which tps cannot compute with here (supported: ",
+            t.role == TensorSpec::Role::vector ? "F32"
+            : t.role == TensorSpec::Role::router
+                ? "F32, F16, BF16"
+                : "F32, F16, BF16, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS",
+            ")"));
   }
   return c;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "engine/gguf/gguf_writer.h"
 #include "engine/gguf/quant_blocks.h"
@@ -53,13 +54,64 @@ Scale scale_for(const TensorSpec& t, const ModelConfig& c) {
   return {fan_in(c.n_embd)};  // q, k, v, expert gate and up
 }
 
-GgmlType type_for(const TensorSpec& t, const SyntheticSpec& s) {
-  switch (t.role) {
-    case TensorSpec::Role::matrix: return s.dense_type;
-    case TensorSpec::Role::expert_matrix: return s.expert_type;
-    default: return GgmlType::F32;
+// A matrix's kind: its name without "blk.N." and ".weight".
+std::string matrix_kind(const std::string& name) {
+  std::string k = name.starts_with("blk.") ? name.substr(name.find('.', 4) + 1) : name;
+  return k.substr(0, k.rfind('.'));
+}
+
+bool role_names(const std::string& role, const TensorSpec& t) {
+  if (t.role != TensorSpec::Role::matrix && t.role != TensorSpec::Role::expert_matrix) return false;
+  const std::string kind = matrix_kind(t.name);
+  if (role == "experts") return t.role == TensorSpec::Role::expert_matrix;
+  if (role == "dense") return t.role == TensorSpec::Role::matrix;
+  if (role == "attn") return kind.starts_with("attn_");
+  return role == kind;
+}
+
+const char* const kRoles[] = {"token_embd",    "output",      "attn_q",        "attn_k", "attn_v",  "attn_output",
+                              "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "attn",   "experts", "dense"};
+
+}  // namespace
+
+GgmlType synthetic_type(const TensorSpec& t, const SyntheticSpec& s) {
+  GgmlType type = t.role == TensorSpec::Role::matrix          ? s.dense_type
+                  : t.role == TensorSpec::Role::expert_matrix ? s.expert_type
+                                                              : GgmlType::F32;
+  for (const auto& [role, as] : s.types)
+    if (role_names(role, t)) type = as;
+  return type;
+}
+
+void set_synthetic_types(SyntheticSpec& spec, const std::string& text) {
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) throw InputError(cat("--type '", item, "': expected ROLE=TYPE"));
+    const std::string role = item.substr(0, eq), name = item.substr(eq + 1);
+    if (std::find(std::begin(kRoles), std::end(kRoles), role) == std::end(kRoles)) {
+      std::string roles;
+      for (const char* r : kRoles) roles += (roles.empty() ? "" : ", ") + std::string(r);
+      throw InputError(cat("--type '", item, "': unknown role '", role, "' (expected one of: ", roles, ")"));
+    }
+    std::optional<GgmlType> type = type_from_name(name);
+    if (!type || !can_decode(*type))
+      throw InputError(cat("--type '", item, "': unknown type '", name,
+                           "' (expected F32, F16, BF16, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, "
+                           "Q5_K, Q6_K or IQ4_XS)"));
+    const uint64_t block = ggml_type_info(static_cast<uint32_t>(*type))->block_elems;
+    for (const TensorSpec& t : gpt_oss_tensors(spec.config))
+      if (role_names(role, t) && t.ne[0] % block)
+        throw InputError(cat("--type '", item, "': tensor ", t.name, " has rows of ", t.ne[0], " values, not whole ",
+                             block, "-value blocks of ", name));
+    spec.types.emplace_back(role, *type);
+    at = end + 1;
   }
 }
+
+namespace {
 
 uint64_t rows_of(const TensorSpec& t) { return t.ne[1] * t.ne[2] * t.ne[3]; }
 
@@ -132,9 +184,18 @@ size_t TensorGenerator::next_rows(uint8_t* out, uint64_t rows) {
       }
       break;
     }
-    default:
-      throw InputError(
-          cat("synthetic weights of type ", type_name(type_), " are not supported (expected F32, Q8_0 or MXFP4)"));
+    default: {
+      // Every other type: the values as F32 would have them, then rounded
+      // to the type (quant_blocks.h).
+      std::vector<float> row(row_elems_);
+      for (uint64_t r = 0; r < rows; ++r) {
+        for (float& v : row) {
+          const float u = static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+          v = mean_ + std_ * kSqrt3 * (2.0f * u - 1.0f);
+        }
+        quantize_row(type_, row.data(), out + r * row_bytes_, row_elems_);
+      }
+    }
   }
   return rows * row_bytes_;
 }
@@ -167,7 +228,7 @@ SyntheticSpec synthetic_preset(const std::string& name) {
 
 uint64_t synthetic_tensor_bytes(const SyntheticSpec& s) {
   uint64_t total = 0;
-  for (const TensorSpec& t : gpt_oss_tensors(s.config)) total += row_bytes(type_for(t, s), t.ne[0]) * rows_of(t);
+  for (const TensorSpec& t : gpt_oss_tensors(s.config)) total += row_bytes(synthetic_type(t, s), t.ne[0]) * rows_of(t);
   return total;
 }
 
@@ -218,7 +279,7 @@ void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std
 
   std::vector<TensorSpec> tensors = gpt_oss_tensors(c);
   for (const TensorSpec& t : tensors)
-    w.add_tensor(t.name, type_for(t, s), std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+    w.add_tensor(t.name, synthetic_type(t, s), std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
   w.begin_data();
 
   const uint64_t total = synthetic_tensor_bytes(s);
@@ -226,7 +287,7 @@ void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std
   std::vector<uint8_t> buffer;
   uint64_t done = 0, reported = 0;
   for (const TensorSpec& t : tensors) {
-    GgmlType type = type_for(t, s);
+    GgmlType type = synthetic_type(t, s);
     Scale sc = scale_for(t, c);
     TensorGenerator gen(t, type, sc.stddev, sc.mean, s.seed);
     uint64_t rows = rows_of(t);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/model_config.h"
@@ -28,7 +29,20 @@ struct SyntheticSpec {
   uint64_t seed = 1;
   GgmlType dense_type = GgmlType::Q8_0;    // attention, embeddings, output (as the release)
   GgmlType expert_type = GgmlType::MXFP4;  // expert matrices
+  // Types by role, in order, the last that names a tensor winning (tps-mkmodel
+  // --type ROLE=TYPE): a matrix's kind (token_embd, output, attn_q, attn_k,
+  // attn_v, attn_output, ffn_gate_exps, ffn_up_exps, ffn_down_exps), or attn
+  // (q, k, v, output), experts (the three), dense (all but the experts).
+  std::vector<std::pair<std::string, GgmlType>> types;
 };
+
+// Parses "ROLE=TYPE,ROLE=TYPE" (types by ggml name, e.g. Q4_K) into
+// spec.types; an unknown role or type, or a type the tensors it names cannot
+// take (rows not whole blocks of it), is an InputError naming it.
+void set_synthetic_types(SyntheticSpec& spec, const std::string& text);
+
+// The type the spec writes a tensor in.
+GgmlType synthetic_type(const TensorSpec& tensor, const SyntheticSpec& spec);
 
 // The named presets; throws InputError listing them for an unknown name.
 SyntheticSpec synthetic_preset(const std::string& name);

@@ -17,16 +17,16 @@ Shard plan_shard(const ModelShape& shape, SplitMode mode, int rank, int ranks) {
 
 namespace {
 
-// `count` pieces of `bytes`, `stride` apart in the file from file offset
-// src, one after another in the buffer from offset dst. Each piece is whole
-// rows of `cols` values of `type`; Q8_0 and MXFP4 rows are repacked for the
-// kernels (kernels/packed_rows.h) on the way, others copied. A run of a
-// packed type starts a matrix or a whole tile of one.
+// `count` pieces of `bytes` (whole rows of `cols` values of `type`),
+// `stride` apart in the file from file offset src, one after another in the
+// buffer from offset dst. Rows of a packed type are repacked for the kernels
+// (kernels/packed_rows.h) on the way, `packed` bytes a piece; others are
+// copied. A run of a packed type starts a matrix or a whole tile of one.
 struct Run {
-  uint64_t src, dst, bytes, count, stride;
+  uint64_t src, dst, bytes, count, stride, packed;
   GgmlType type;
   int64_t cols;
-  uint64_t total() const { return bytes * count; }
+  uint64_t total() const { return packed * count; }
   void copy(const uint8_t* file, uint8_t* buffer) const {
     if (!is_packed_type(type)) {
       for (uint64_t k = 0; k < count; ++k) std::memcpy(buffer + dst + k * bytes, file + src + k * stride, bytes);
@@ -55,18 +55,22 @@ class Layout {
     // Runs of at most ~1 MB (or one tile of rows), so that threads share
     // the copy evenly; whole tiles, so that each run packs its own.
     constexpr uint64_t kPiece = 1 << 20;
-    const uint64_t row = row_bytes(type, cols);
+    const uint64_t row = row_bytes(type, cols), packed_row = packed_row_bytes(type, cols);
+    const uint64_t packed = row ? bytes / row * packed_row : 0;  // a piece's, in the buffer (none: no columns)
     auto tiles_of = [](uint64_t rows) { return std::max<uint64_t>(1, rows / kTileRows) * kTileRows; };
     if (count == 1 && bytes > kPiece) {
-      const uint64_t step = tiles_of(kPiece / row) * row;
-      for (uint64_t off = 0; off < bytes; off += step)
-        runs_.push_back({src + off, size_ + off, std::min(step, bytes - off), 1, 0, type, cols});
+      const uint64_t step = tiles_of(kPiece / row);  // rows
+      for (uint64_t r = 0; r < bytes / row; r += step) {
+        const uint64_t n = std::min(step, bytes / row - r);
+        runs_.push_back({src + r * row, size_ + r * packed_row, n * row, 1, 0, n * packed_row, type, cols});
+      }
     } else if (bytes > 0 && count > 0) {
       const uint64_t per = tiles_of(kPiece / bytes);
       for (uint64_t i = 0; i < count; i += per)
-        runs_.push_back({src + i * stride, size_ + i * bytes, bytes, std::min(per, count - i), stride, type, cols});
+        runs_.push_back(
+            {src + i * stride, size_ + i * packed, bytes, std::min(per, count - i), stride, packed, type, cols});
     }
-    size_ += bytes * count;
+    size_ += packed * count;
     return at;
   }
 
@@ -94,7 +98,7 @@ Matrix slice(Layout& L, const TensorView& t, int64_t per, Range groups, Range ro
                             : L.place(src, bytes, rows.size(), t.row_bytes, t.type, cols.size());
     if (g == groups.begin) data = at;
   }
-  return Matrix{t.type, groups.size() * rows.size(), cols.size(), data, bytes};
+  return Matrix{t.type, groups.size() * rows.size(), cols.size(), data, packed_row_bytes(t.type, cols.size())};
 }
 
 ModelWeights build(Layout& L, const GgufFile& f, const ModelConfig& c, const Shard& s) {
