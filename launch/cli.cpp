@@ -1,5 +1,6 @@
 #include "launch/cli.h"
 
+#include <cctype>
 #include <cstdio>
 #include <new>
 
@@ -58,6 +59,25 @@ int run_tool(const std::string& name, const std::function<int()>& body) {
     std::fprintf(stderr, "%s: internal error: %s\n", name.c_str(), e.what());
     return 1;
   }
+}
+
+std::optional<SizeText> parse_size(const std::string& text) {
+  size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  const int shift = unit.empty()                   ? 0
+                    : unit == "K" || unit == "KiB" ? 10
+                    : unit == "M" || unit == "MiB" ? 20
+                    : unit == "G" || unit == "GiB" ? 30
+                                                   : -1;
+  if (!std::isdigit(static_cast<unsigned char>(text[0])) || n == 0 || shift < 0 || n > (1ull << 40))
+    return std::nullopt;
+  return SizeText{static_cast<uint64_t>(n) << shift, shift > 0};
 }
 
 }  // namespace tps

@@ -26,4 +26,13 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 // and the error's exit code. For tools that do not run under MPI.
 int run_tool(const std::string& name, const std::function<int()>& body);
 
+// A count with an optional binary unit (K, M, G, or KiB, MiB, GiB): its
+// value and whether it had a unit; nullopt for anything else (no digits,
+// zero, another suffix, past 2^40 of its unit).
+struct SizeText {
+  uint64_t value;
+  bool has_unit;
+};
+std::optional<SizeText> parse_size(const std::string& text);
+
 }  // namespace tps

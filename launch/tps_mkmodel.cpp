@@ -23,6 +23,7 @@ struct Options {
   uint64_t seed = 1;
   std::string vocab_json = TPS_O200K_JSON;
   std::string types;
+  std::string split_max_size;
   bool if_missing = false;
   bool quiet = false;
   // Overrides of the preset's shape; 0 = keep.
@@ -79,8 +80,15 @@ int run(const Options& o) {
   spec.seed = o.seed;
   apply_overrides(o, spec.config);
   if (!o.types.empty()) set_synthetic_types(spec, o.types);
+  if (!o.split_max_size.empty()) {
+    const std::optional<SizeText> size = parse_size(o.split_max_size);
+    if (!size || !size->has_unit)
+      throw InputError(cat("--split-max-size '", o.split_max_size, "': expected a size with its unit (2G, 500M)"));
+    spec.split_max_bytes = size->value;
+  }
   std::string out = o.out.empty() ? cat("models/gpt-oss-", o.preset, ".gguf") : o.out;
-  if (o.if_missing && up_to_date(out, spec)) {
+  const std::vector<std::string> paths = synthetic_model_paths(spec, out);
+  if (o.if_missing && up_to_date(paths.front(), spec)) {
     log_info(out, " is up to date");
     return 0;
   }
@@ -90,12 +98,13 @@ int run(const Options& o) {
   const Clock::time_point t0 = Clock::now();
   log_info("preset ", spec.preset, ", seed ", spec.seed, ", ", spec.config.n_layer, " layers, ", spec.config.n_expert,
            " experts, d=", spec.config.n_embd, ": ", static_cast<int64_t>(synthetic_tensor_bytes(spec) / 1e6),
-           " MB of tensors -> ", out);
+           " MB of tensors -> ", out, paths.size() > 1 ? cat(" in ", paths.size(), " parts") : "");
   Vocab vocab = build_o200k_harmony_vocab(o.vocab_json);
   ProgressLine progress("writing");
   write_synthetic_model(spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); });
-  log_info("wrote ", out, " in ", static_cast<int>(seconds_since(t0) * 10) / 10.0, " s, peak RSS ",
-           static_cast<int64_t>(peak_rss_mib()), " MiB");
+  log_info("wrote ", paths.size() > 1 ? cat(paths.size(), " parts, ", paths.front(), " ...") : out, " in ",
+           static_cast<int>(seconds_since(t0) * 10) / 10.0, " s, peak RSS ", static_cast<int64_t>(peak_rss_mib()),
+           " MiB");
   return 0;
 }
 
@@ -110,7 +119,8 @@ int main(int argc, char** argv) {
       "tps-mkmodel"};
   std::string presets =
       "tiny (unit tests), small (end-to-end tests), 20b-4l (gpt-oss-20b widths, "
-      "4 layers), 20b (the full 24-layer shape)";
+      "4 layers), 20b (the full 24-layer shape), 120b-4l (gpt-oss-120b: 128 experts, 4 layers), 120b (its "
+      "full 36 layers, 63.4 GB, in 3 parts as the release)";
   app.add_option("--preset", o.preset, presets)
       ->check(CLI::IsMember(tps::synthetic_preset_names()))
       ->capture_default_str();
@@ -121,6 +131,9 @@ int main(int argc, char** argv) {
                  "that names a tensor winning; ROLE: token_embd, output, attn_q, attn_k, attn_v, attn_output, "
                  "ffn_gate_exps, ffn_up_exps, ffn_down_exps, attn, experts, dense; TYPE: F32, F16, BF16, Q8_0, "
                  "MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (rounded to nearest)");
+  app.add_option("--split-max-size", o.split_max_size,
+                 "write a split model (llama.cpp's gguf-split layout: OUT less .gguf, -00001-of-0000N.gguf, ...) of "
+                 "parts of whole tensors, each at most this size (2G, 500M) unless one tensor is more");
   app.add_flag("--if-missing", o.if_missing,
                "do nothing when the output is already a complete file of this preset and seed");
   app.add_option("--vocab-json", o.vocab_json,

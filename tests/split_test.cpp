@@ -113,6 +113,22 @@ TEST_P(QuantSplit, SameTokensAsOneRankOnTwo) {
 INSTANTIATE_TEST_SUITE_P(Types, QuantSplit, ::testing::ValuesIn(testing::quant_models()),
                          [](const auto& info) { return testing::quant_model_test_name(info.param); });
 
+// A split model file (tests/CMakeLists.txt: the tiny model in 3 parts) runs
+// as the one file does, on one rank and split in two each way.
+TEST(Split, SplitModelFileGivesTheSameTokens) {
+  const std::string greedy = "-n 32 --temp 0 --top-logprobs 5";
+  json one = generate("tiny", 1, "", greedy);
+  ASSERT_FALSE(one.is_null());
+  json alone = generate("tiny-split-00001-of-00003", 1, "", greedy);
+  EXPECT_EQ(alone["generated_ids"], one["generated_ids"]);
+  EXPECT_EQ(alone["logprobs"], one["logprobs"]);
+  for (const std::string mode : {"tensor", "experts", "layers"}) {
+    SCOPED_TRACE(mode + " split");
+    json got = generate("tiny-split-00001-of-00003", 2, "", greedy + " --split " + mode);
+    EXPECT_EQ(got["generated_ids"], one["generated_ids"]);
+  }
+}
+
 // Sampling with a seed draws the same tokens from the same logits whatever
 // the rank count. A pipeline computes every layer on one rank, so its logits
 // are bit-identical to one rank's and so must its sampled tokens be, with the

@@ -30,6 +30,68 @@ TEST(SyntheticModel, PresetShapesMatchTheRelease) {
   EXPECT_FALSE(c.is_sliding_layer(1));
   EXPECT_TRUE(c.is_sliding_layer(22));
   EXPECT_THROW(synthetic_preset("7b"), InputError);
+  // gpt-oss-120b: 36 layers of 128 experts, 63,374,323,968 bytes (spec
+  // §7.1), written in 3 parts as the release.
+  const SyntheticSpec big = synthetic_preset("120b");
+  EXPECT_EQ(gpt_oss_tensors(big.config).size(), 687u);
+  EXPECT_EQ(synthetic_tensor_bytes(big), 63374323968ull);
+  EXPECT_EQ(synthetic_model_paths(big, "m/gpt-oss-120b.gguf"),
+            (std::vector<std::string>{"m/gpt-oss-120b-00001-of-00003.gguf", "m/gpt-oss-120b-00002-of-00003.gguf",
+                                      "m/gpt-oss-120b-00003-of-00003.gguf"}));
+}
+
+// A split model (llama.cpp's gguf-split layout) opens by its first part as
+// the same tensors, byte for byte, as the model in one file; a missing,
+// misnumbered or foreign part, or a part opened first, is one clear error.
+TEST(SyntheticModel, SplitModelOpensAsOneFile) {
+  SyntheticSpec spec = synthetic_preset("tiny");
+  const std::string one = temp_path("whole.gguf"), split = temp_path("split.gguf");
+  write_synthetic_model(spec, test_vocab(), one, nullptr);
+  spec.split_max_bytes = 8 << 20;
+  const std::vector<std::string> parts = synthetic_model_paths(spec, split);
+  ASSERT_GE(parts.size(), 3u);
+  write_synthetic_model(spec, test_vocab(), split, nullptr);
+  {
+    GgufFile whole = GgufFile::open(one), joined = GgufFile::open(parts[0]);
+    EXPECT_EQ(joined.parts(), static_cast<int>(parts.size()));
+    ASSERT_EQ(joined.tensors().size(), whole.tensors().size());
+    for (const TensorView& t : whole.tensors()) {
+      const TensorView& u = joined.tensor(t.name);
+      ASSERT_EQ(u.bytes, t.bytes) << t.name;
+      EXPECT_EQ(std::memcmp(u.data, t.data, t.bytes), 0) << t.name;
+    }
+    EXPECT_GT(joined.tensor("output.weight").part, 0);
+    EXPECT_EQ(joined.get_u32("gpt-oss.block_count"), spec.config.n_layer);
+  }
+  auto refused = [](const std::string& path, const std::string& fragment) {
+    try {
+      GgufFile::open(path);
+      ADD_FAILURE() << path << " opened";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  refused(parts[1], "open its first part, " + parts[0]);
+  // Another model's part 2 (small: more tensors) in place of ours.
+  SyntheticSpec other = synthetic_preset("small");
+  other.split_max_bytes = spec.split_max_bytes;
+  const std::string foreign = temp_path("foreign.gguf");
+  write_synthetic_model(other, test_vocab(), foreign, nullptr);
+  const std::vector<std::string> foreign_parts = synthetic_model_paths(other, foreign);
+  const std::string saved = temp_path("saved.gguf");
+  std::filesystem::rename(parts[1], saved);
+  std::filesystem::copy_file(foreign_parts[1], parts[1]);
+  refused(parts[0], "a part of another model");
+  std::filesystem::remove(parts[1]);
+  refused(parts[0], "part 2 of " + std::to_string(parts.size()) + " of this split model is missing: " + parts[1]);
+  // Part 2 copied over part 3.
+  std::filesystem::rename(saved, parts[1]);
+  std::filesystem::remove(parts[2]);
+  std::filesystem::copy_file(parts[1], parts[2]);
+  refused(parts[0], "split.no 1 of split.count " + std::to_string(parts.size()) + ", expected split.no 2");
+  for (const std::string& p : parts) std::filesystem::remove(p);
+  for (const std::string& p : foreign_parts) std::filesystem::remove(p);
+  std::filesystem::remove(one);
 }
 
 TEST(SyntheticModel, SameSeedSameBytesOtherSeedOtherBytes) {

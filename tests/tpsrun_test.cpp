@@ -1,7 +1,10 @@
 // tpsrun as users run it: generation on the tiny model, JSON stats, chat,
 // and bad input -- each a one-line error and exit code 2.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/tool_runner.h"
@@ -71,6 +74,26 @@ TEST(Tpsrun, BadInputIsAClearError) {
   auto r = run_tool(std::string(TPSRUN_PATH) + " -m /no/such.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/such.gguf: cannot open"), std::string::npos) << r.err;
+}
+
+// A split model with a part missing, or opened by another part than its
+// first: one line naming the part, exit code 2.
+TEST(Tpsrun, SplitModelPartsAreChecked) {
+  const std::string dir = ::testing::TempDir() + "/tps-split-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string models = TPS_TEST_MODELS, name = "/gpt-oss-tiny-split-0000";
+  std::filesystem::copy_file(models + name + "1-of-00003.gguf", dir + name + "1-of-00003.gguf");
+  std::filesystem::copy_file(models + name + "3-of-00003.gguf", dir + name + "3-of-00003.gguf");
+  auto r = run_tool(std::string(TPSRUN_PATH) + " -q -m " + dir + name + "1-of-00003.gguf -p x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("part 2 of 3 of this split model is missing: " + dir + name + "2-of-00003.gguf"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = run_tool(std::string(TPSRUN_PATH) + " -m " + models + name + "3-of-00003.gguf -p x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("this is part 3 of 3 of a split model: open its first part"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Tpsrun, ScoreNeedsIds) {

@@ -1,7 +1,9 @@
 #include "engine/gguf/gguf_reader.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "runtime/error.h"
 
@@ -129,7 +131,55 @@ GgufFile::GgufFile(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}
 GgufFile GgufFile::open(const std::string& path) {
   GgufFile f(std::make_unique<MappedFile>(path));
   f.parse();
+  f.open_split_parts();
   return f;
+}
+
+std::string split_part_path(const std::string& prefix, int i, int n) {
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", i + 1, n);
+  return prefix + suffix;
+}
+
+void GgufFile::open_split_parts() {
+  const std::optional<uint32_t> count = find_u32("split.count");
+  if (!count || *count <= 1) return;
+  const uint32_t no = find_u32("split.no").value_or(0);
+  // PREFIX-00001-of-0000N.gguf: the prefix is the name less its 20-byte suffix.
+  const std::string& name = path();
+  const std::string prefix = name.size() > 20 ? name.substr(0, name.size() - 20) : name;
+  if (no != 0)
+    fail(cat("this is part ", no + 1, " of ", *count, " of a split model: open its first part, ",
+             split_part_path(prefix, 0, static_cast<int>(*count))));
+  if (split_part_path(prefix, 0, static_cast<int>(*count)) != name)
+    fail(cat("split.count is ", *count, ", so the first part's name should end in ",
+             split_part_path("", 0, static_cast<int>(*count))));
+  const std::optional<uint32_t> total = find_u32("split.tensors.count");
+  for (uint32_t i = 1; i < *count; ++i) {
+    const std::string part_path = split_part_path(prefix, static_cast<int>(i), static_cast<int>(*count));
+    std::error_code ec;
+    if (!std::filesystem::exists(part_path, ec))
+      fail(cat("part ", i + 1, " of ", *count, " of this split model is missing: ", part_path));
+    GgufFile part(std::make_unique<MappedFile>(part_path));
+    part.parse();
+    if (part.find_u32("split.tensors.count") != total)
+      part.fail(cat("split.tensors.count differs from the first part's (", total ? cat(*total) : "missing",
+                    "): a part of another model"));
+    const std::optional<uint32_t> part_no = part.find_u32("split.no"), part_count = part.find_u32("split.count");
+    if (part_count != count || part_no != i)
+      part.fail(cat("split.no ", part_no ? cat(*part_no) : "missing", " of split.count ",
+                    part_count ? cat(*part_count) : "missing", ", expected split.no ", i, " of ", *count,
+                    " (0-based): another part copied over this one, or a part of another split"));
+    for (TensorView t : part.tensors_) {
+      t.part = static_cast<int>(i);
+      if (!tensor_index_.emplace(t.name, tensors_.size()).second)
+        part.fail(cat("tensor ", quoted(t.name), " is also in an earlier part"));
+      tensors_.push_back(t);
+    }
+    more_parts_.push_back(std::move(part));
+  }
+  if (total && *total != tensors_.size())
+    fail(cat("split.tensors.count is ", *total, " but the ", *count, " parts hold ", tensors_.size(), " tensors"));
 }
 
 GgufFile GgufFile::from_memory(const uint8_t* data, size_t size, const std::string& name) {

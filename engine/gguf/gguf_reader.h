@@ -62,14 +62,22 @@ struct TensorView {
   int n_dims = 0;
   std::array<uint64_t, 4> ne{1, 1, 1, 1};  // ggml order, missing dims are 1
   const uint8_t* data = nullptr;           // [bytes] in the mapping
-  uint64_t offset = 0;                     // from the start of the file
+  uint64_t offset = 0;                     // from the start of its part's file
+  int part = 0;                            // a split model's part that holds it (0: the first)
   uint64_t bytes = 0;
   uint64_t row_bytes = 0;  // bytes of one row of ne[0] elements
   uint64_t rows() const { return ne[1] * ne[2] * ne[3]; }
 };
 
+// A model file, or a split model (llama.cpp's gguf-split: parts named
+// PREFIX-0000i-of-0000N.gguf, each a GGUF file of whole tensors with
+// split.no, split.count and split.tensors.count, the metadata in the
+// first): opened by its first part, which opens the others and joins their
+// tensors to its own. Metadata is the first part's.
 class GgufFile {
  public:
+  // Missing, foreign (another split.count or split.tensors.count), misnumbered
+  // or duplicated parts are InputErrors naming the part.
   static GgufFile open(const std::string& path);
   // Parses bytes owned by the caller (tests, fuzzing) with the same code as
   // open(); name stands for the path in errors.
@@ -81,6 +89,9 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   const MappedFile& mapping() const { return *file_; }
+  // The parts of a split model (1 for a single file); part 0 is this file.
+  int parts() const { return 1 + static_cast<int>(more_parts_.size()); }
+  const GgufFile& part(int i) const { return i == 0 ? *this : more_parts_[i - 1]; }
 
   // Metadata, in file order.
   const std::vector<MetaEntry>& metadata() const { return meta_; }
@@ -116,6 +127,7 @@ class GgufFile {
   explicit GgufFile(std::unique_ptr<MappedFile> file);
   void parse();
   void parse_tensor_data();
+  void open_split_parts();
   [[noreturn]] void fail(const std::string& what) const;
   uint64_t unsigned_value(const MetaEntry& e) const;  // any integer type, checked >= 0
   const MetaEntry& expect(std::string_view key) const;
@@ -129,6 +141,10 @@ class GgufFile {
   std::unordered_map<std::string_view, size_t> meta_index_;
   std::vector<TensorView> tensors_;
   std::unordered_map<std::string_view, size_t> tensor_index_;
+  std::vector<GgufFile> more_parts_;  // a split model's parts after the first
 };
+
+// The file name of part i (0-based) of n of a split model: PREFIX-0000{i+1}-of-0000n.gguf.
+std::string split_part_path(const std::string& prefix, int i, int n);
 
 }  // namespace tps

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/gguf/gguf_reader.h"
 #include "engine/gguf/gguf_writer.h"
 #include "engine/gguf/quant_blocks.h"
 #include "runtime/error.h"
@@ -200,7 +201,7 @@ size_t TensorGenerator::next_rows(uint8_t* out, uint64_t rows) {
   return rows * row_bytes_;
 }
 
-std::vector<std::string> synthetic_preset_names() { return {"tiny", "small", "20b-4l", "20b"}; }
+std::vector<std::string> synthetic_preset_names() { return {"tiny", "small", "20b-4l", "20b", "120b-4l", "120b"}; }
 
 SyntheticSpec synthetic_preset(const std::string& name) {
   SyntheticSpec s;
@@ -216,6 +217,12 @@ SyntheticSpec synthetic_preset(const std::string& name) {
     c.n_layer = name == "20b" ? 24 : 4;
     c.n_embd = 2880, c.n_head = 64, c.n_head_kv = 8, c.head_dim = 64;
     c.n_expert = 32, c.n_expert_used = 4, c.n_ff_exp = 2880, c.sliding_window = 128;
+  } else if (name == "120b" || name == "120b-4l") {  // gpt-oss-120b: 20b's widths, 36 layers, 128 experts
+    c.n_layer = name == "120b" ? 36 : 4;
+    c.n_embd = 2880, c.n_head = 64, c.n_head_kv = 8, c.head_dim = 64;
+    c.n_expert = 128, c.n_expert_used = 4, c.n_ff_exp = 2880, c.sliding_window = 128;
+    // In 3 parts, as the release ships.
+    if (name == "120b") s.split_max_bytes = 22ull << 30;
   } else {
     std::string names;
     for (const std::string& n : synthetic_preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -226,21 +233,27 @@ SyntheticSpec synthetic_preset(const std::string& name) {
   return s;
 }
 
+namespace {
+
+uint64_t tensor_bytes(const TensorSpec& t, const SyntheticSpec& s) {
+  return row_bytes(synthetic_type(t, s), t.ne[0]) * rows_of(t);
+}
+
+}  // namespace
+
 uint64_t synthetic_tensor_bytes(const SyntheticSpec& s) {
   uint64_t total = 0;
-  for (const TensorSpec& t : gpt_oss_tensors(s.config)) total += row_bytes(synthetic_type(t, s), t.ne[0]) * rows_of(t);
+  for (const TensorSpec& t : gpt_oss_tensors(s.config)) total += tensor_bytes(t, s);
   return total;
 }
 
-void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std::string& path,
-                           const std::function<void(uint64_t, uint64_t)>& progress) {
+namespace {
+
+// The release's metadata (spec §4.2), plus tps.synthetic.* provenance
+// (llama.cpp ignores unknown keys). No chat template: tps renders harmony
+// itself.
+void write_metadata(GgufWriter& w, const SyntheticSpec& s, const Vocab& vocab) {
   const ModelConfig& c = s.config;
-  if (vocab.tokens.size() != c.n_vocab)
-    throw InputError(cat("vocabulary has ", vocab.tokens.size(), " tokens, the model ", c.n_vocab));
-  GgufWriter w(path);
-  // Metadata as the ggml-org gpt-oss release carries it (spec §4.2), plus
-  // tps.synthetic.* provenance (llama.cpp ignores unknown keys). No chat
-  // template: tps renders harmony itself.
   const std::string a = c.architecture;
   w.add_string("general.architecture", a);
   w.add_string("general.type", "model");
@@ -276,35 +289,77 @@ void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std
   w.add_u32("general.file_type", 38);  // MOSTLY_MXFP4_MOE
   w.add_string("tps.synthetic.preset", s.preset);
   w.add_u64("tps.synthetic.seed", s.seed);
+}
 
-  std::vector<TensorSpec> tensors = gpt_oss_tensors(c);
-  for (const TensorSpec& t : tensors)
-    w.add_tensor(t.name, synthetic_type(t, s), std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
-  w.begin_data();
+// Whole tensors in file order, a new part when the next would take a part
+// past max_bytes (0: one part).
+std::vector<std::vector<TensorSpec>> split_parts(const std::vector<TensorSpec>& tensors, const SyntheticSpec& s) {
+  std::vector<std::vector<TensorSpec>> parts(1);
+  uint64_t bytes = 0;
+  for (const TensorSpec& t : tensors) {
+    const uint64_t b = tensor_bytes(t, s);
+    if (s.split_max_bytes && !parts.back().empty() && bytes + b > s.split_max_bytes) parts.emplace_back(), bytes = 0;
+    parts.back().push_back(t);
+    bytes += b;
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_model_paths(const SyntheticSpec& spec, const std::string& path) {
+  const size_t n = split_parts(gpt_oss_tensors(spec.config), spec).size();
+  if (n == 1) return {path};
+  const std::string prefix = path.ends_with(".gguf") ? path.substr(0, path.size() - 5) : path;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(split_part_path(prefix, static_cast<int>(i), static_cast<int>(n)));
+  return out;
+}
+
+void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std::string& path,
+                           const std::function<void(uint64_t, uint64_t)>& progress) {
+  const ModelConfig& c = s.config;
+  if (vocab.tokens.size() != c.n_vocab)
+    throw InputError(cat("vocabulary has ", vocab.tokens.size(), " tokens, the model ", c.n_vocab));
+  const std::vector<TensorSpec> tensors = gpt_oss_tensors(c);
+  const std::vector<std::vector<TensorSpec>> parts = split_parts(tensors, s);
+  const std::vector<std::string> paths = synthetic_model_paths(s, path);
 
   const uint64_t total = synthetic_tensor_bytes(s);
   const uint64_t chunk_target = 8ull << 20;
   std::vector<uint8_t> buffer;
   uint64_t done = 0, reported = 0;
-  for (const TensorSpec& t : tensors) {
-    GgmlType type = synthetic_type(t, s);
-    Scale sc = scale_for(t, c);
-    TensorGenerator gen(t, type, sc.stddev, sc.mean, s.seed);
-    uint64_t rows = rows_of(t);
-    uint64_t rows_per_chunk = std::max<uint64_t>(1, chunk_target / gen.row_bytes());
-    buffer.resize(std::min(rows, rows_per_chunk) * gen.row_bytes());
-    for (uint64_t r = 0; r < rows; r += rows_per_chunk) {
-      uint64_t n = std::min(rows_per_chunk, rows - r);
-      size_t bytes = gen.next_rows(buffer.data(), n);
-      w.write_tensor_data(t.name, buffer.data(), bytes);
-      done += bytes;
-      if (progress && (done - reported >= (64ull << 20) || done == total)) {
-        progress(done, total);
-        reported = done;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    GgufWriter w(paths[p]);
+    if (p == 0) write_metadata(w, s, vocab);
+    if (parts.size() > 1) {  // llama.cpp's gguf-split keys, in every part
+      w.add_u16("split.no", static_cast<uint16_t>(p));
+      w.add_u16("split.count", static_cast<uint16_t>(parts.size()));
+      w.add_i32("split.tensors.count", static_cast<int32_t>(tensors.size()));
+    }
+    for (const TensorSpec& t : parts[p])
+      w.add_tensor(t.name, synthetic_type(t, s), std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+    w.begin_data();
+    for (const TensorSpec& t : parts[p]) {
+      GgmlType type = synthetic_type(t, s);
+      Scale sc = scale_for(t, c);
+      TensorGenerator gen(t, type, sc.stddev, sc.mean, s.seed);
+      uint64_t rows = rows_of(t);
+      uint64_t rows_per_chunk = std::max<uint64_t>(1, chunk_target / gen.row_bytes());
+      buffer.resize(std::min(rows, rows_per_chunk) * gen.row_bytes());
+      for (uint64_t r = 0; r < rows; r += rows_per_chunk) {
+        uint64_t n = std::min(rows_per_chunk, rows - r);
+        size_t bytes = gen.next_rows(buffer.data(), n);
+        w.write_tensor_data(t.name, buffer.data(), bytes);
+        done += bytes;
+        if (progress && (done - reported >= (64ull << 20) || done == total)) {
+          progress(done, total);
+          reported = done;
+        }
       }
     }
+    w.finish();
   }
-  w.finish();
 }
 
 }  // namespace tps

@@ -24,7 +24,7 @@
 namespace tps {
 
 struct SyntheticSpec {
-  std::string preset;  // tiny, small, 20b-4l, 20b
+  std::string preset;  // tiny, small, 20b-4l, 20b, 120b-4l, 120b
   ModelConfig config;
   uint64_t seed = 1;
   GgmlType dense_type = GgmlType::Q8_0;    // attention, embeddings, output (as the release)
@@ -34,6 +34,9 @@ struct SyntheticSpec {
   // attn_v, attn_output, ffn_gate_exps, ffn_up_exps, ffn_down_exps), or attn
   // (q, k, v, output), experts (the three), dense (all but the experts).
   std::vector<std::pair<std::string, GgmlType>> types;
+  // tps-mkmodel --split-max-size: parts of whole tensors, each at most this
+  // many bytes of them unless one tensor is more (0: one file).
+  uint64_t split_max_bytes = 0;
 };
 
 // Parses "ROLE=TYPE,ROLE=TYPE" (types by ggml name, e.g. Q4_K) into
@@ -51,7 +54,12 @@ std::vector<std::string> synthetic_preset_names();
 // Bytes of tensor data the spec produces (without metadata).
 uint64_t synthetic_tensor_bytes(const SyntheticSpec& spec);
 
-// Writes the model to path (through a temporary name, renamed when complete).
+// The files write_synthetic_model writes for path: path itself, or a split
+// model's parts PATH-less-.gguf-0000i-of-0000N.gguf.
+std::vector<std::string> synthetic_model_paths(const SyntheticSpec& spec, const std::string& path);
+
+// Writes the model to path, or to its parts (each through a temporary name,
+// renamed when complete).
 // progress(done_bytes, total_bytes) is called every few MB of tensor data.
 void write_synthetic_model(const SyntheticSpec& spec, const Vocab& vocab, const std::string& path,
                            const std::function<void(uint64_t, uint64_t)>& progress);

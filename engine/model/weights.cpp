@@ -18,14 +18,16 @@ Shard plan_shard(const ModelShape& shape, SplitMode mode, int rank, int ranks) {
 namespace {
 
 // `count` pieces of `bytes` (whole rows of `cols` values of `type`),
-// `stride` apart in the file from file offset src, one after another in the
-// buffer from offset dst. Rows of a packed type are repacked for the kernels
-// (kernels/packed_rows.h) on the way, `packed` bytes a piece; others are
-// copied. A run of a packed type starts a matrix or a whole tile of one.
+// `stride` apart in the file (a split model's `part`) from file offset src,
+// one after another in the buffer from offset dst. Rows of a packed type
+// are repacked for the kernels (kernels/packed_rows.h) on the way, `packed`
+// bytes a piece; others are copied. A run of a packed type starts a matrix
+// or a whole tile of one.
 struct Run {
   uint64_t src, dst, bytes, count, stride, packed;
   GgmlType type;
   int64_t cols;
+  int part;
   uint64_t total() const { return packed * count; }
   void copy(const uint8_t* file, uint8_t* buffer) const {
     if (!is_packed_type(type)) {
@@ -48,8 +50,9 @@ class Layout {
   uint64_t size() const { return size_; }
   const std::vector<Run>& runs() const { return runs_; }
 
-  // Pieces of whole rows of `cols` values of `type`.
-  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride, GgmlType type, int64_t cols) {
+  // Pieces of whole rows of `cols` values of `type`, in the file's `part`.
+  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride, GgmlType type, int64_t cols,
+                       int part) {
     size_ = (size_ + 63) & ~uint64_t{63};
     const uint8_t* at = base_ ? base_ + size_ : nullptr;
     // Runs of at most ~1 MB (or one tile of rows), so that threads share
@@ -62,13 +65,13 @@ class Layout {
       const uint64_t step = tiles_of(kPiece / row);  // rows
       for (uint64_t r = 0; r < bytes / row; r += step) {
         const uint64_t n = std::min(step, bytes / row - r);
-        runs_.push_back({src + r * row, size_ + r * packed_row, n * row, 1, 0, n * packed_row, type, cols});
+        runs_.push_back({src + r * row, size_ + r * packed_row, n * row, 1, 0, n * packed_row, type, cols, part});
       }
     } else if (bytes > 0 && count > 0) {
       const uint64_t per = tiles_of(kPiece / bytes);
       for (uint64_t i = 0; i < count; i += per)
         runs_.push_back(
-            {src + i * stride, size_ + i * packed, bytes, std::min(per, count - i), stride, packed, type, cols});
+            {src + i * stride, size_ + i * packed, bytes, std::min(per, count - i), stride, packed, type, cols, part});
     }
     size_ += packed * count;
     return at;
@@ -94,8 +97,8 @@ Matrix slice(Layout& L, const TensorView& t, int64_t per, Range groups, Range ro
   for (int64_t g = groups.begin; g < groups.end; ++g) {
     const uint64_t src = t.offset + (g * per + rows.begin) * t.row_bytes + first;
     const uint8_t* at = bytes == t.row_bytes
-                            ? L.place(src, rows.size() * bytes, 1, 0, t.type, cols.size())  // one piece
-                            : L.place(src, bytes, rows.size(), t.row_bytes, t.type, cols.size());
+                            ? L.place(src, rows.size() * bytes, 1, 0, t.type, cols.size(), t.part)  // one piece
+                            : L.place(src, bytes, rows.size(), t.row_bytes, t.type, cols.size(), t.part);
     if (g == groups.begin) data = at;
   }
   return Matrix{t.type, groups.size() * rows.size(), cols.size(), data, packed_row_bytes(t.type, cols.size())};
@@ -175,7 +178,7 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
   // Copy in batches: the pool's threads share each batch by bytes; after a
   // batch its file pages leave this process and progress is reported.
   const std::vector<Run>& runs = layout.runs();
-  const MappedFile& m = file.mapping();
+  auto mapping = [&](const Run& r) -> const MappedFile& { return file.part(r.part).mapping(); };
   const uint64_t total = layout.size();
   constexpr uint64_t kBatch = 256ull << 20;
   uint64_t done = 0;
@@ -188,11 +191,11 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
       int64_t at = 0;  // bytes of the batch before run i
       for (size_t i = first; i < last; at += runs[i].total(), ++i) {
         if (at < begin || at >= end) continue;  // each run goes to one thread
-        runs[i].copy(m.data(), out.memory.data());
+        runs[i].copy(mapping(runs[i]).data(), out.memory.data());
       }
     });
     for (size_t i = first; i < last; ++i)
-      m.advise_dontneed(runs[i].src, (runs[i].count - 1) * runs[i].stride + runs[i].bytes);
+      mapping(runs[i]).advise_dontneed(runs[i].src, (runs[i].count - 1) * runs[i].stride + runs[i].bytes);
     done += bytes;
     if (progress) progress(done, total);
     first = last;
@@ -204,7 +207,7 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
     const TensorView& embd = file.tensor("token_embd.weight");
     pool.run([&](int t, int nt) {
       auto [begin, end] = ThreadPool::split(static_cast<int64_t>(embd.bytes), t, nt);
-      file.mapping().read_into_page_cache(embd.offset + begin, end - begin);
+      file.part(embd.part).mapping().read_into_page_cache(embd.offset + begin, end - begin);
     });
   }
   return out;
@@ -212,9 +215,16 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
 
 void drop_file_cache(const GgufFile& file) {
   const TensorView& embd = file.tensor("token_embd.weight");
-  const uint64_t begin = file.data_offset(), end = file.file_size();
-  file.mapping().drop_page_cache(begin, embd.offset - begin);
-  file.mapping().drop_page_cache(embd.offset + embd.bytes, end - (embd.offset + embd.bytes));
+  for (int p = 0; p < file.parts(); ++p) {
+    const GgufFile& part = file.part(p);
+    const uint64_t begin = part.data_offset(), end = part.file_size();
+    if (p != embd.part) {
+      part.mapping().drop_page_cache(begin, end - begin);
+      continue;
+    }
+    part.mapping().drop_page_cache(begin, embd.offset - begin);
+    part.mapping().drop_page_cache(embd.offset + embd.bytes, end - (embd.offset + embd.bytes));
+  }
 }
 
 uint64_t decode_bytes_per_token(const ModelWeights& w, const ModelConfig& c, const Shard& s) {
