@@ -1,7 +1,7 @@
 // The vector kernels, written once and compiled twice: by avx2.cpp
 // (AVX2 + FMA + F16C) and by avx512.cpp (adds AVX-512 VNNI, which turns
 // the int8 multiply-add into one instruction). 256-bit vectors in both (no
-// 512-bit form has been measured: the development VM has no AVX-512).
+// 512-bit form has been tried yet).
 //
 // Included inside a namespace of its own by those two files only, after
 // <immintrin.h> and <cstring>.
