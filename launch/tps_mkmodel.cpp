@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/gguf/gguf_writer.h"
 #include "engine/model/model_config.h"
 #include "engine/model/synthetic_model.h"
 #include "engine/text/o200k_vocab.h"
@@ -25,6 +26,7 @@ struct Options {
   std::string types;
   std::string split_max_size;
   bool if_missing = false;
+  bool force = false;
   bool quiet = false;
   // Overrides of the preset's shape; 0 = keep.
   uint32_t layers = 0, embd = 0, heads = 0, kv_heads = 0, head_dim = 0, experts = 0, experts_used = 0, ff = 0,
@@ -92,6 +94,15 @@ int run(const Options& o) {
     log_info(out, " is up to date");
     return 0;
   }
+  // An existing model is replaced only when asked (--force), or when
+  // --if-missing found it incomplete or of another preset; anything but a
+  // regular file never (the writer refuses it too).
+  for (const std::string& p : paths) {
+    refuse_to_replace_special(p);
+    std::error_code ec;
+    if (!o.force && !o.if_missing && std::filesystem::exists(p, ec))
+      throw InputError(cat(p, " exists (--force replaces it)"));
+  }
   std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
 
@@ -134,6 +145,7 @@ int main(int argc, char** argv) {
   app.add_option("--split-max-size", o.split_max_size,
                  "write a split model (llama.cpp's gguf-split layout: OUT less .gguf, -00001-of-0000N.gguf, ...) of "
                  "parts of whole tensors, each at most this size (2G, 500M) unless one tensor is more");
+  app.add_flag("--force", o.force, "replace an existing file at -o (never anything but a regular file)");
   app.add_flag("--if-missing", o.if_missing,
                "do nothing when the output is already a complete file of this preset and seed");
   app.add_option("--vocab-json", o.vocab_json,

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -94,6 +95,19 @@ TEST(Tpsrun, SplitModelPartsAreChecked) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("this is part 3 of 3 of a split model: open its first part"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
+}
+
+// A top-k past the vocabulary is the whole vocabulary, at its cost (it
+// once gathered k candidates a token: 25 s a token at 10^9).
+TEST(Tpsrun, TopKPastTheVocabularyIsTheVocabulary) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto huge = run_tool(tpsrun("-p 'Once upon' -n 4 --seed 3 --temp 1 --top-k 1000000000 --json"));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto vocab = run_tool(tpsrun("-p 'Once upon' -n 4 --seed 3 --temp 1 --top-k 201088 --json"));
+  ASSERT_EQ(huge.exit_code, 0) << huge.err;
+  ASSERT_EQ(vocab.exit_code, 0) << vocab.err;
+  EXPECT_EQ(nlohmann::json::parse(huge.out)["generated_ids"], nlohmann::json::parse(vocab.out)["generated_ids"]);
+  EXPECT_LT(seconds, 20) << "4 tokens of the tiny model";
 }
 
 TEST(Tpsrun, ScoreNeedsIds) {

@@ -18,7 +18,17 @@ GgufWriter::GgufWriter(std::string path, uint32_t alignment) : path_(std::move(p
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)))
     throw Error(cat("GGUF alignment ", alignment_, " is not a power of two"));
   temp_path_ = cat(path_, ".tmp-", getpid());
+  refuse_to_replace_special(path_);
   if (alignment_ != 32) add_u32("general.alignment", alignment_);
+}
+
+void refuse_to_replace_special(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::symlink_status(path, ec);
+  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    throw InputError(cat(path,
+                         ": exists and is not a regular file (a device, directory, FIFO, socket or link); a "
+                         "model is written only as a new or a regular file"));
 }
 
 GgufWriter::~GgufWriter() {
@@ -198,6 +208,7 @@ void GgufWriter::finish() {
     throw Error(cat(temp_path_, ": write failed: ", std::strerror(errno)));
   }
   out_ = nullptr;
+  refuse_to_replace_special(path_);  // again: it may have appeared while writing
   std::error_code ec;
   std::filesystem::rename(temp_path_, path_, ec);
   if (ec) throw Error(cat("cannot rename ", temp_path_, " to ", path_, ": ", ec.message()));

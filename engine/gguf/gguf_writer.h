@@ -6,8 +6,9 @@
 // until begin_data(). Tensor offsets are the running sum of padded sizes in
 // declaration order, as ggml's reader requires (spec §3.1).
 // The file is written as PATH.tmp-PID and renamed to PATH by finish(): a
-// half-written file never carries the real name. An unfinished writer
-// removes its temporary file. Misuse -- a key or tensor added twice, a shape
+// half-written file never carries the real name, and only a regular file
+// (or nothing) is ever replaced. An unfinished writer removes its
+// temporary file. Misuse -- a key or tensor added twice, a shape
 // the reader would refuse, data out of order or of the wrong size -- throws
 // Error at the call that causes it.
 #pragma once
@@ -22,6 +23,10 @@
 #include "engine/gguf/ggml_types.h"
 
 namespace tps {
+
+// Throws InputError when path exists as anything but a regular file (as
+// root, renaming over /dev/full replaces the device).
+void refuse_to_replace_special(const std::string& path);
 
 class GgufWriter {
  public:

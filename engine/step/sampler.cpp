@@ -59,8 +59,10 @@ std::vector<Candidate> local_top(const SplitLogits& s, size_t m) {
 }
 
 // The best m candidates of all ranks (each rank's best m, merged); fewer
-// when the vocabulary has fewer.
+// when the vocabulary has fewer. No rank sends more than the vocabulary
+// (--top-k 1000000000 would gather 8 GB of padding a token).
 std::vector<Candidate> global_top(const SplitLogits& s, size_t m) {
+  m = std::min<size_t>(m, s.vocab);
   std::vector<Candidate> mine = local_top(s, m);
   std::vector<Candidate> all = gather(s.exchange, mine.data(), m);
   std::sort(all.begin(), all.end(), better);
