@@ -261,22 +261,23 @@ void fields_q3_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
     codes[e] = static_cast<uint8_t>(low | high << 2);
   }
 }
-void fields_q4_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
-  const auto b = load_block<BlockQ4_K>(p);
+// Q4_K's and Q5_K's d, dmin and 6-bit scales and mins.
+template <typename Block>
+void k4_fields(const Block& b, BlockFields& f) {
   f.d = b.d, f.m = b.dmin;
   for (int s = 0; s < 8; ++s) {
     const ScaleMin sm = k4_scale_min(b.scales, s);
     f.scale[s] = static_cast<int8_t>(sm.scale), f.min[s] = static_cast<int8_t>(sm.min);
   }
+}
+void fields_q4_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
+  const auto b = load_block<BlockQ4_K>(p);
+  k4_fields(b, f);
   for (int e = 0; e < 256; ++e) codes[e] = static_cast<uint8_t>(k4_nibble(b.qs, e));
 }
 void fields_q5_k(const uint8_t* p, uint8_t* codes, BlockFields& f) {
   const auto b = load_block<BlockQ5_K>(p);
-  f.d = b.d, f.m = b.dmin;
-  for (int s = 0; s < 8; ++s) {
-    const ScaleMin sm = k4_scale_min(b.scales, s);
-    f.scale[s] = static_cast<int8_t>(sm.scale), f.min[s] = static_cast<int8_t>(sm.min);
-  }
+  k4_fields(b, f);
   for (int e = 0; e < 256; ++e)
     codes[e] = static_cast<uint8_t>(k4_nibble(b.qs, e) | ((b.qh[e % 32] >> (e / 32)) & 1) << 4);
 }

@@ -23,9 +23,12 @@ uint32_t high_bits(const uint8_t* qh) {
   std::memcpy(&h, qh, 4);
   return h;
 }
-void put_high_bits(const int* codes, uint8_t* qh) {
+// 5-bit codes: the low 4 bits as nibbles, bit 4 of code j at bit j of qh.
+void put_five_bits(const int* codes, uint8_t* qs, uint8_t* qh) {
+  int low[32];
   uint32_t h = 0;
-  for (int j = 0; j < 32; ++j) h |= static_cast<uint32_t>(codes[j] >> 4) << j;
+  for (int j = 0; j < 32; ++j) low[j] = codes[j] & 0x0F, h |= static_cast<uint32_t>(codes[j] >> 4) << j;
+  put_nibbles(low, qs);
   std::memcpy(qh, &h, 4);
 }
 
@@ -90,11 +93,9 @@ void decode_q5_0(const uint8_t* p, float* y) {
 }
 void encode_q5_0(const float* x, uint8_t* p) {
   BlockQ5_0 b;
-  int codes[32], low[32];
+  int codes[32];
   encode_symmetric(x, -16, 16, 31, b.d, codes);
-  for (int j = 0; j < 32; ++j) low[j] = codes[j] & 0x0F;
-  put_nibbles(low, b.qs);
-  put_high_bits(codes, b.qh);
+  put_five_bits(codes, b.qs, b.qh);
   store_block(b, p);
 }
 
@@ -106,11 +107,9 @@ void decode_q5_1(const uint8_t* p, float* y) {
 }
 void encode_q5_1(const float* x, uint8_t* p) {
   BlockQ5_1 b;
-  int codes[32], low[32];
+  int codes[32];
   encode_min(x, 31, b.d, b.m, codes);
-  for (int j = 0; j < 32; ++j) low[j] = codes[j] & 0x0F;
-  put_nibbles(low, b.qs);
-  put_high_bits(codes, b.qh);
+  put_five_bits(codes, b.qs, b.qh);
   store_block(b, p);
 }
 
