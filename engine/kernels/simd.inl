@@ -437,7 +437,7 @@ __attribute__((always_inline)) inline void row_group(const uint8_t* v, const uin
 // read once, one tile after another (packed_rows.h), and without it loads
 // wait on memory with the integer units idle. 2 KiB was as fast as or
 // faster than 1, 3, 4 and 8 KiB and than fetching into L2 16 or 48 KiB
-// ahead (bench_kernels, PERFORMANCE.md).
+// ahead (bench_kernels; bench/results/2026-11-26-diary.md, "Tried and not kept").
 constexpr int64_t kPrefetchBytes = 2048;
 
 // The most tokens a matrix product streams its weights for as decode does
@@ -499,7 +499,8 @@ void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int 
 // of the panel in turn, so that the panel's weights and the tile's
 // activations both stay in L2 while they meet (a row against every token
 // would stream the whole batch's activations from L3 for every row). The
-// shapes were chosen by measurement (docs/PERFORMANCE.md).
+// shapes were chosen by measurement (bench/results/2026-11-26-diary.md, "Tried
+// and not kept").
 template <typename Format>
 void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
                       const Activations& x, float* y, int64_t y_stride) {
