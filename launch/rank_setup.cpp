@@ -11,8 +11,12 @@ namespace tps {
 RankSetup setup_rank(const MpiSession& mpi, int threads_override) {
   RankSetup s;
   s.machine = discover_machine();
+  const LaunchBinding launch = read_launch_binding();
+  // mpirun --cpu-set (without --bind-to) confines the ranks to the PUs they
+  // start on: the plan spreads them there, not over the whole machine.
+  if (launch.mpirun_cpu_set && launch.mpirun_policy.empty()) s.machine.available_pus = s.machine.bound_pus;
   s.plan = plan_placement(s.machine, mpi.local_size(), threads_override);
-  s.binding = decide_binding(s.machine, s.plan.ranks.at(mpi.local_rank()), read_launch_binding(), threads_override);
+  s.binding = decide_binding(s.machine, s.plan.ranks.at(mpi.local_rank()), launch, threads_override);
   s.applied = apply_binding(s.machine, s.binding);
   std::vector<int> siblings;
   for (const Core& core : s.machine.cores) {

@@ -31,22 +31,61 @@ TEST(Binding, MpirunDefaultBindingIsReplaced) {
   // mpirun -np 2 without --bind-to binds rank 1 to core 1: on socket 0.
   Machine m = bound_machine({1});
   PlacementPlan plan = plan_placement(m, 2);
-  BindingDecision d = decide_binding(m, plan.ranks[1], LaunchBinding{true, ""}, 0);
+  BindingDecision d = decide_binding(m, plan.ranks[1], LaunchBinding{true, "", true}, 0);
   EXPECT_EQ(d.pus, (std::vector<int>{4, 5, 6, 7}));
-  EXPECT_NE(d.reason.find("replaced mpirun's default binding"), std::string::npos);
-  // --bind-to none: mpirun did not bind, tps places.
+  EXPECT_NE(d.reason.find("replaced the binding it started with: mpirun's default, or numactl's"), std::string::npos);
+  // --bind-to none and no binding: tps places.
+  m.bound_pus = m.available_pus;
   EXPECT_EQ(decide_binding(m, plan.ranks[1], LaunchBinding{true, "none"}, 0).numa_node, 1);
+}
+
+TEST(Binding, NumactlUnderMpirunWithoutItsBindingIsKept) {
+  // mpirun --bind-to none numactl --physcpubind=1: mpirun bound nothing, so
+  // the binding is numactl's.
+  Machine m = bound_machine({1});
+  PlacementPlan plan = plan_placement(m, 2);
+  BindingDecision d = decide_binding(m, plan.ranks[1], LaunchBinding{true, "none", false}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{1}));
+  EXPECT_NE(d.reason.find("kept the existing CPU affinity"), std::string::npos);
+}
+
+TEST(Binding, MemoryPolicyIsKept) {
+  // numactl --membind=1 alone: the threads go to node 1's cores.
+  Machine m = bound_machine({0, 1, 2, 3, 4, 5, 6, 7});
+  PlacementPlan plan = plan_placement(m, 1);
+  BindingDecision d = decide_binding(m, plan.ranks[0], LaunchBinding{false, "", false, false, 1}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(d.numa_node, 1);
+  EXPECT_NE(d.reason.find("memory kept on node 1"), std::string::npos);
+  // numactl --cpunodebind=0 --membind=1: both kept, as asked.
+  m.bound_pus = {0, 1, 2, 3};
+  d = decide_binding(m, plan.ranks[0], LaunchBinding{false, "", false, false, 1}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(d.numa_node, 1);
+  // Under mpirun's default binding too: the memory policy was numactl's.
+  m.bound_pus = {1};
+  d = decide_binding(m, plan.ranks[0], LaunchBinding{true, "", true, false, 1}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(d.numa_node, 1);
+}
+
+TEST(Binding, KeptPusOnTwoNodesAreSaidToSpanThem) {
+  Machine m = bound_machine({3, 4});
+  PlacementPlan plan = plan_placement(m, 1);
+  BindingDecision d = decide_binding(m, plan.ranks[0], LaunchBinding{true, "core", true}, 0);
+  EXPECT_EQ(d.pus, (std::vector<int>{3, 4}));
+  EXPECT_NE(d.reason.find("warning: its PUs span 2 NUMA nodes"), std::string::npos) << d.reason;
 }
 
 TEST(Binding, ExplicitMpirunBindingIsKept) {
   Machine m = bound_machine({4, 5});
   PlacementPlan plan = plan_placement(m, 2);
-  BindingDecision d = decide_binding(m, plan.ranks[0], LaunchBinding{true, "core"}, 0);
+  BindingDecision d = decide_binding(m, plan.ranks[0], LaunchBinding{true, "core", true}, 0);
   EXPECT_EQ(d.pus, (std::vector<int>{4, 5}));
   EXPECT_EQ(d.numa_node, 1);  // memory follows the cores it was given
   EXPECT_EQ(d.threads, 2);
   EXPECT_NE(d.reason.find("kept mpirun's binding (--bind-to core)"), std::string::npos);
-  EXPECT_EQ(decide_binding(m, plan.ranks[0], LaunchBinding{true, "core"}, 3).threads, 3);
+  EXPECT_EQ(decide_binding(m, plan.ranks[0], LaunchBinding{true, "core", true}, 3).threads, 3);
 }
 
 TEST(Binding, TasksetOutsideMpirunIsKept) {

@@ -22,26 +22,57 @@ LaunchBinding read_launch_binding() {
   // mpirun passes an explicit --bind-to (or the same MCA parameter from the
   // environment) to its ranks under this name; its default binding leaves it unset.
   if (const char* p = std::getenv("OMPI_MCA_hwloc_base_binding_policy")) b.mpirun_policy = p;
+  b.mpirun_bound = std::getenv("OMPI_MCA_orte_bound_at_launch") != nullptr;
+  b.mpirun_cpu_set = std::getenv("OMPI_MCA_hwloc_base_cpu_set") != nullptr;
+  if (numa_available() >= 0) {
+    int mode = 0;
+    bitmask* nodes = numa_allocate_nodemask();
+    if (get_mempolicy(&mode, nodes->maskp, nodes->size + 1, nullptr, 0) == 0 &&
+        (mode == MPOL_BIND || mode == MPOL_PREFERRED) && numa_bitmask_weight(nodes) == 1)
+      for (int i = 0; i <= numa_max_node(); ++i)
+        if (numa_bitmask_isbitset(nodes, i)) b.memory_node = i;
+    numa_free_nodemask(nodes);
+  }
   return b;
 }
 
 BindingDecision decide_binding(const Machine& m, const RankPlacement& plan, const LaunchBinding& launch,
                                int threads_override) {
   BindingDecision d;
-  bool bound_before = m.bound_pus != m.available_pus;
-  bool deliberate =
-      bound_before && (!launch.under_mpirun || (!launch.mpirun_policy.empty() && launch.mpirun_policy != "none"));
+  const bool bound_before = m.bound_pus != m.available_pus;
+  const bool mpirun_policy = !launch.mpirun_policy.empty() && launch.mpirun_policy != "none";
+  // Under mpirun's default binding the CPUs it started with may be mpirun's
+  // or numactl's inside it: tps cannot tell, and places the rank itself.
+  const bool deliberate = bound_before && (!launch.under_mpirun || mpirun_policy || !launch.mpirun_bound);
+  const NumaNode* memory = nullptr;
+  for (const NumaNode& n : m.numa_nodes)
+    if (n.os_index == launch.memory_node) memory = &n;
+  const std::string kept_memory =
+      memory ? cat("; memory kept on node ", memory->os_index, " (the memory policy it started with)") : "";
+  if (!deliberate && memory && !memory->cores.empty()) {
+    // numactl --membind alone: the threads follow the memory.
+    for (int c : memory->cores)
+      for (int pu : m.cores[c].pus)
+        if (std::binary_search(m.available_pus.begin(), m.available_pus.end(), pu)) d.pus.push_back(pu);
+    std::sort(d.pus.begin(), d.pus.end());
+    d.numa_node = memory->index;
+    d.threads = threads_override > 0 ? threads_override : static_cast<int>(memory->cores.size());
+    d.reason = cat("on the cores of node ", memory->os_index, kept_memory);
+    if (!d.pus.empty()) return d;
+  }
   if (!deliberate) {
     d.pus = plan.pus;
     d.numa_node = plan.numa_node;
     d.threads = threads_override > 0 ? threads_override : plan.threads;
-    d.reason = !bound_before             ? "tps placement"
-               : m.bound_pus == plan.pus ? "tps placement (the same as mpirun's default binding)"
-                                         : "tps placement (replaced mpirun's default binding; "
-                                           "pass --bind-to to mpirun to keep one)";
+    d.reason = !bound_before ? "tps placement"
+               : m.bound_pus == plan.pus
+                   ? "tps placement (the same as the binding it started with)"
+                   : "tps placement (replaced the binding it started with: mpirun's default, or numactl's or "
+                     "taskset's under it; mpirun --bind-to core|socket keeps mpirun's, --bind-to none the others)";
     return d;
   }
-  // Keep the existing binding: memory goes to the node with most of its cores.
+  // Keep the existing binding: memory goes to the node its policy names, or
+  // to the node with most of its cores.
   d.pus = m.bound_pus;
   std::map<int, int> cores_on_node;
   int cores = 0;
@@ -56,10 +87,13 @@ BindingDecision decide_binding(const Machine& m, const RankPlacement& plan, cons
   int best = plan.numa_node, most = 0;
   for (auto [node, n] : cores_on_node)
     if (n > most) best = node, most = n;
-  d.numa_node = best;
+  d.numa_node = memory ? memory->index : best;
   d.threads = threads_override > 0 ? threads_override : std::max(cores, 1);
-  d.reason = launch.under_mpirun ? cat("kept mpirun's binding (--bind-to ", launch.mpirun_policy, ")")
-                                 : "kept the existing CPU affinity (taskset/numactl)";
+  d.reason = launch.under_mpirun && mpirun_policy ? cat("kept mpirun's binding (--bind-to ", launch.mpirun_policy, ")")
+                                                  : "kept the existing CPU affinity (taskset/numactl)";
+  d.reason += kept_memory;
+  if (cores_on_node.size() > 1)
+    d.reason += cat("; warning: its PUs span ", cores_on_node.size(), " NUMA nodes, memory is on one");
   return d;
 }
 

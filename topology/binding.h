@@ -18,6 +18,14 @@ struct LaunchBinding {
   // The binding policy the user gave mpirun (--bind-to X); empty when mpirun
   // used its default.
   std::string mpirun_policy;
+  // mpirun bound the process itself (its default, or --bind-to); false
+  // under --bind-to none, where a binding comes from numactl or taskset.
+  bool mpirun_bound = false;
+  // mpirun's --cpu-set: the ranks are confined to the PUs they start on.
+  bool mpirun_cpu_set = false;
+  // The NUMA node (OS index) the process's memory policy binds or prefers
+  // as it starts (numactl --membind/--preferred); -1 for none or several.
+  int memory_node = -1;
 };
 LaunchBinding read_launch_binding();
 
@@ -32,8 +40,10 @@ struct BindingDecision {
 // Pure: the plan's entry unless the process was deliberately bound before tps
 // started (mpirun --bind-to, taskset, numactl), in which case that binding is
 // kept and the decision says so. mpirun's default binding (per core for
-// np <= 2) is replaced: it would put two ranks on one socket.
-// threads_override > 0 replaces the default thread count.
+// np <= 2) is replaced: it would put two ranks on one socket. A memory
+// policy the process starts with (numactl --membind) is kept: memory stays
+// on its node, and the threads go to that node's cores unless a CPU binding
+// is kept too. threads_override > 0 replaces the default thread count.
 BindingDecision decide_binding(const Machine& machine, const RankPlacement& plan, const LaunchBinding& launch,
                                int threads_override);
 
