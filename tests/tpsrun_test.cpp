@@ -41,6 +41,14 @@ TEST(Tpsrun, SameSeedSameText) {
   EXPECT_EQ(nlohmann::json::parse(a.out)["generated_ids"], nlohmann::json::parse(b.out)["generated_ids"]);
 }
 
+TEST(Tpsrun, OneToken) {
+  // The sequence ends in the step that admits it: the stop plan after it
+  // must not name it (it crashed with map::at).
+  auto r = run_tool(tpsrun("-p 'abc' -n 1 --temp 0 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"].size(), 1u);
+}
+
 TEST(Tpsrun, TextAndStatsLine) {
   auto r = run_tool(tpsrun("-p 'abc' -n 5 --temp 0"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -174,12 +174,15 @@ void Generator::run(const Events& events) {
 Generator::Plan Generator::make_plan(bool stop) {
   Plan p;
   p.stop = stop;
-  if (!stop) p.batch = batch_;
+  p.leaves.swap(leaving_);
+  // admitted() names the last step's newcomers: a stop plan has none (they
+  // may even have finished already, e.g. after one token).
+  if (stop) return p;
+  p.batch = batch_;
   for (int seq : scheduler_.admitted()) {
     const SequenceParams& sp = params_.at(seq);
     p.joins.push_back(Join{seq, sp.top_logprobs, sp.sampler});
   }
-  p.leaves.swap(leaving_);
   return p;
 }
 
