@@ -161,7 +161,7 @@ int run_chat(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup)
   RankRun r(o, mpi, setup, Clock::now());
   RunOptions one = o;
   one.parallel = 1;
-  Generator gen(r.model, r.pool, r.exchange, r.generator_options(one));
+  Generator gen(r.model, r.pool, r.exchange, generator_options(one));
   if (mpi.rank() != 0) {
     gen.run({});
     return 0;

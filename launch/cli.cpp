@@ -6,6 +6,7 @@
 
 #include "runtime/build_info.h"
 #include "runtime/error.h"
+#include "runtime/mpi_session.h"
 
 namespace tps {
 
@@ -21,6 +22,32 @@ const CLI::Validator kPositive(
     },
     "INT>=1");
 
+const CLI::Validator kSeed(
+    [](std::string& value) -> std::string {
+      try {
+        size_t used = 0;
+        std::stoull(value, &used);
+        if (used == value.size() && std::isdigit(static_cast<unsigned char>(value[0]))) return "";
+      } catch (const std::exception&) {
+      }
+      return "got '" + value + "', expected an integer in 0..18446744073709551615";
+    },
+    "UINT64");
+
+namespace {
+
+// CLI11 turns an empty value into the type's zero; no tps option means that.
+void refuse_empty_values(CLI::App& app) {
+  static const CLI::Validator not_empty(
+      [](std::string& value) -> std::string { return value.empty() ? "got an empty value" : ""; }, "");
+  for (CLI::Option* option : app.get_options())
+    if (option->get_type_size() != 0 && !option->get_name().empty() && option->get_name() != "--help")
+      option->check(not_empty);
+  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
+}
+
+}  // namespace
+
 void add_version_flag(CLI::App& app, const std::function<std::string()>& details) {
   app.set_version_flag(
       "--version", [&app, details] { return version_line(app.get_name()) + (details ? "\n" + details() : ""); },
@@ -28,19 +55,23 @@ void add_version_flag(CLI::App& app, const std::function<std::string()>& details
 }
 
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  // Every rank of an mpirun job sees the same command line: one answers.
+  const bool speak = launcher_rank() == 0;
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
+    if (speak) std::fputs(app.help().c_str(), stdout);
     return 0;
   } catch (const CLI::CallForVersion& e) {
-    std::printf("%s\n", e.what());
+    if (speak) std::printf("%s\n", e.what());
     return 0;
   } catch (const CLI::CallForAllHelp&) {
-    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    if (speak) std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: %s (see %s --help)\n", app.get_name().c_str(), e.what(), app.get_name().c_str());
+    if (speak)
+      std::fprintf(stderr, "%s: %s (see %s --help)\n", app.get_name().c_str(), e.what(), app.get_name().c_str());
     return 2;
   }
   return std::nullopt;
@@ -48,7 +79,9 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 
 int run_tool(const std::string& name, const std::function<int()>& body) {
   try {
-    return body();
+    const int code = body();
+    flush_stdout();
+    return code;
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
     return e.exit_code();

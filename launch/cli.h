@@ -14,11 +14,14 @@ namespace tps {
 // Accepts integers >= 1 with a message that says so.
 extern const CLI::Validator kPositive;
 
+// Accepts a seed: an integer in 0..2^64-1 (no sign, no wrap-around).
+extern const CLI::Validator kSeed;
+
 // --version: the build (version_line) and the lines details() gives, e.g.
 // the kernels, MPI and hwloc a tool runs with.
 void add_version_flag(CLI::App& app, const std::function<std::string()>& details = nullptr);
 
-// Parses argv into app. Returns an exit code when the program should stop
+// Parses argv into app, refusing an empty value for any option. Returns an exit code when the program should stop
 // now (--help printed: 0; a usage error printed as one line: 2).
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 

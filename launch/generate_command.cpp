@@ -2,29 +2,28 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "engine/text/generated_text.h"
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/mapped_file.h"
 #include "runtime/process.h"
+#include "runtime/stop_signal.h"
 
 namespace tps {
 namespace {
 
 // The prompts: -p, or the lines of --prompts-file (empty lines skipped).
 std::vector<std::string> read_prompts(const RunOptions& o) {
-  if (o.prompts_file.empty()) {
-    if (o.prompt.empty()) throw InputError("-p: the prompt is empty");
-    return {o.prompt};
-  }
-  std::ifstream in(o.prompts_file);
-  if (!in) throw InputError(cat(o.prompts_file, ": cannot read the prompts"));
+  if (o.prompts_file.empty()) return {o.prompt};  // never empty: the command line refuses that
+  std::istringstream in(read_text_file(o.prompts_file));
   std::vector<std::string> prompts;
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) prompts.push_back(line);
@@ -89,7 +88,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   // samples with seed + i.
   if (!o.seed_given) sp.seed = std::random_device{}();
   r.exchange.broadcast(&sp.seed, sizeof sp.seed, 0);
-  Generator gen(m, r.pool, r.exchange, r.generator_options(o));
+  Generator gen(m, r.pool, r.exchange, generator_options(o));
   if (root) {
     const SchedulerOptions& so = gen.scheduler().options();
     log_info("KV pool: ", so.full_blocks * kKvBlock, " positions (", so.full_blocks, " blocks of ", kKvBlock, ") and ",
@@ -141,9 +140,22 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   };
   events.context_full = [&](int id) { seqs.at(id).text.finish("context full"); };
   events.waiting = [&](int id, const std::string& why) { log_info("sequence ", seqs.at(id).index, " waits: ", why); };
-  events.between_steps = [](bool idle) { return !idle; };
+  // SIGTERM or Ctrl-C (to mpirun, which passes them on) stop the run at its
+  // next step: what was generated is printed, then the job ends with 128 +
+  // the signal. (While the model loads they end it at once.)
+  catch_stop_signals();
+  events.between_steps = [](bool idle) { return !idle && stop_signal() == 0; };
   gen.run(events);
   const double seconds = seconds_since(t0);
+  int stopped_by = root ? stop_signal() : 0;  // rank 0's word: the others may see the signal later or not at all
+  r.exchange.broadcast(&stopped_by, sizeof stopped_by, 0);
+  auto finish = [stopped_by] {
+    if (stopped_by != 0) throw Error(cat("stopped by SIG", sigabbrev_np(stopped_by)), 128 + stopped_by);
+    return 0;
+  };
+  if (root && stopped_by != 0)
+    for (auto& [id, f] : seqs)
+      if (!f.text.done()) f.text.finish(cat("SIG", sigabbrev_np(stopped_by)));
 
   // Every rank's share, its decode steps' time apart.
   const Generator::Stats& gs = gen.stats();
@@ -158,7 +170,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                        gs.decode};
   std::vector<RankStats> all(mpi.size());
   r.exchange.all_gather(&mine, all.data(), sizeof mine);
-  if (!root) return 0;
+  if (!root) return finish();
 
   int generated = 0;
   for (auto& [id, f] : seqs) generated += static_cast<int>(f.text.generated().size());
@@ -247,7 +259,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
         rank["exchange_seconds_per_token"] = rank["decode_exchange_seconds"].get<double>() / steps;
       if (o.top_logprobs > 0) j["logprobs"] = f.logprobs;
       print_json(j);
-      return 0;
+      return finish();
     }
     std::fwrite(tail.data(), 1, tail.size(), stdout);
     std::fputc('\n', stdout);
@@ -262,18 +274,18 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
              static_cast<int>(f.first_token * 1000), " ms; generated ", n_gen, " tokens at ",
              round_to(decode_tps, 0.01), " tok/s (", f.text.stop(), "); ", setup.binding.threads, " thread(s) per rank",
              exchange, "; peak RSS ", static_cast<int>(peak_rss_mib()), " MiB");
-    return 0;
+    return finish();
   }
   if (o.json) {
     print_json(j);
-    return 0;
+    return finish();
   }
   std::fwrite(text.data(), 1, text.size(), stdout);
   log_info(n_seq, " sequences (", o.parallel, " at once): ", prompt_tokens, " prompt tokens, ", generated,
            " generated in ", round_to(seconds, 0.01), " s: ", round_to(throughput, 0.01), " tok/s in all, ", gs.steps,
            " steps; ", mpi.size(), " rank(s), ", split_mode_name(m.shard.mode), " split, ", setup.binding.threads,
            " thread(s) per rank");
-  return 0;
+  return finish();
 }
 
 }  // namespace tps

@@ -38,7 +38,8 @@ Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
 }  // namespace
 
 RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0)
-    : pool(make_pool(setup.binding.threads, setup.thread_pus)),
+    : memory(check_rank_memory(o, mpi, setup)),
+      pool(make_pool(setup.binding.threads, setup.thread_pus)),
       model(load(o, mpi, pool)),
       exchange(mpi, o.exchange, static_cast<size_t>(o.batch) * model.config.n_embd),
       load_seconds(seconds_since(t0)),
@@ -78,17 +79,6 @@ SessionOptions RankRun::session_options(const RunOptions& o, int ctx) const {
   so.max_batch = o.batch;
   so.yarn_truncate = o.yarn_truncate;
   return so;
-}
-
-GeneratorOptions RankRun::generator_options(const RunOptions& o) const {
-  GeneratorOptions g;
-  g.max_sequences = o.parallel;
-  g.max_tokens = o.batch;
-  g.context = o.ctx;
-  parse_kv_size(o.kv_size, g.kv_positions, g.kv_bytes);
-  g.prefix_reuse = !o.no_prefix_cache;
-  g.yarn_truncate = o.yarn_truncate;
-  return g;
 }
 
 }  // namespace tps

@@ -8,6 +8,7 @@
 #include "engine/model/model.h"
 #include "engine/sched/generator.h"
 #include "engine/step/session.h"
+#include "launch/rank_memory.h"
 #include "launch/rank_setup.h"
 #include "launch/run_options.h"
 #include "runtime/clock.h"
@@ -22,6 +23,7 @@ namespace tps {
 SplitMode choose_split(const RunOptions& options);
 
 struct RankRun {
+  RankMemory memory;  // checked before anything else is allocated
   ThreadPool pool;
   Model model;
   Exchange exchange;
@@ -37,7 +39,6 @@ struct RankRun {
   bool pipeline() const { return shard().mode == SplitMode::layers; }
   int last_rank() const { return shard().ranks - 1; }
   SessionOptions session_options(const RunOptions& options, int ctx) const;
-  GeneratorOptions generator_options(const RunOptions& options) const;
 };
 
 }  // namespace tps

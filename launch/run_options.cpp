@@ -18,4 +18,15 @@ void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
   }
 }
 
+GeneratorOptions generator_options(const RunOptions& o) {
+  GeneratorOptions g;
+  g.max_sequences = o.parallel;
+  g.max_tokens = o.batch;
+  g.context = o.ctx;
+  parse_kv_size(o.kv_size, g.kv_positions, g.kv_bytes);
+  g.prefix_reuse = !o.no_prefix_cache;
+  g.yarn_truncate = o.yarn_truncate;
+  return g;
+}
+
 }  // namespace tps

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/sched/generator.h"
 #include "engine/step/sampler.h"
 #include "engine/step/session.h"
 
@@ -39,5 +40,8 @@ struct RunOptions {
 // "512M", "64K" (bytes per rank; powers of 1024). Throws InputError naming
 // the flag for anything else.
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
+
+// The generator's options these ask for.
+GeneratorOptions generator_options(const RunOptions& options);
 
 }  // namespace tps

@@ -1,18 +1,18 @@
 #include "launch/score_command.h"
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 
 namespace tps {
 
 int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
-  std::ifstream in(o.ids_file);
-  if (!in) throw InputError(cat(o.ids_file, ": cannot read the token ids"));
+  std::istringstream in(read_text_file(o.ids_file));
   std::vector<int32_t> ids;
   for (std::string word; in >> word;) {
     try {

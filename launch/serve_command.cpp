@@ -8,18 +8,13 @@
 #include "launch/rank_run.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/stop_signal.h"
 #include "serve/server.h"
 #include "topology/machine.h"
 
 namespace tps {
 
 namespace {
-
-// SIGTERM and SIGINT ask the server to stop: the one piece of state a signal
-// handler may set. Every rank takes them (mpirun passes them on); rank 0
-// acts, the others end when rank 0 ends the engine loop.
-std::atomic<bool> stop_signal{false};
-extern "C" void on_stop_signal(int) { stop_signal = true; }
 
 // What the status panel shows of this rank, gathered on rank 0.
 nlohmann::json rank_status(const MpiSession& mpi, const RankSetup& setup, const RankRun& r, const Generator& gen) {
@@ -39,9 +34,7 @@ nlohmann::json rank_status(const MpiSession& mpi, const RankSetup& setup, const 
 
 int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {
   const bool root = mpi.rank() == 0;
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
+  catch_stop_signals();           // rank 0 stops the server; the others end when it ends the engine loop
   std::signal(SIGPIPE, SIG_IGN);  // a client gone while we write: an error return, not a signal
   std::unique_ptr<Server> server;
   if (root) {
@@ -52,7 +45,7 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
       log_warn("listening on ", so.host, " without --api-key: anyone who can reach it can use it");
   }
   RankRun r(o, mpi, setup, Clock::now());
-  Generator gen(r.model, r.pool, r.exchange, r.generator_options(o));
+  Generator gen(r.model, r.pool, r.exchange, generator_options(o));
   const std::vector<std::string> ranks = mpi.gather_to_root(rank_status(mpi, setup, r, gen).dump());
   if (!root) {
     gen.run({});
@@ -73,7 +66,7 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
            " sequence(s) at once of up to ", sched.context, " positions, ", so.max_queue, " more waiting");
   Generator::Events events = server->events();
   events.between_steps = [&, inner = events.between_steps](bool idle) {
-    if (stop_signal) server->request_stop();
+    if (stop_signal() != 0) server->request_stop();
     return inner(idle);
   };
   gen.run(events);

@@ -1,27 +1,20 @@
 #include "launch/tokenize_command.h"
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/text/tokenizer.h"
 #include "launch/json_output.h"
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 
 namespace tps {
 
 int run_tokenize(const TokenizeOptions& o) {
   if (o.text.empty() && o.file.empty()) throw InputError("tokenize: give --text TEXT or --file FILE");
   std::string text = o.text;
-  if (!o.file.empty()) {
-    std::ifstream in(o.file, std::ios::binary);
-    if (!in) throw InputError(cat(o.file, ": cannot read"));
-    std::stringstream s;
-    s << in.rdbuf();
-    text = s.str();
-  }
+  if (!o.file.empty()) text = read_text_file(o.file);
   GgufFile file = GgufFile::open(o.model);
   Tokenizer tok = Tokenizer::from_gguf(file);
   std::vector<int32_t> ids = tok.encode(text, o.parse_special);

@@ -15,6 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/process.h"
+#include "topology/machine.h"
 
 namespace {
 
@@ -105,6 +106,13 @@ int run(const Options& o) {
   }
   std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
+  // The tensors and their metadata (the vocabulary: ~5 MB) must fit the disk.
+  const uint64_t bytes = synthetic_tensor_bytes(spec) + (64ull << 20);
+  std::error_code ec;
+  const std::filesystem::space_info disk = std::filesystem::space(parent.empty() ? "." : parent, ec);
+  if (!ec && disk.available < bytes)
+    throw InputError(cat("-o ", out, ": the model needs ", format_bytes(bytes), " but its file system has ",
+                         format_bytes(disk.available), " free"));
 
   const Clock::time_point t0 = Clock::now();
   log_info("preset ", spec.preset, ", seed ", spec.seed, ", ", spec.config.n_layer, " layers, ", spec.config.n_expert,
@@ -136,7 +144,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(tps::synthetic_preset_names()))
       ->capture_default_str();
   app.add_option("-o,--out", o.out, "output file (default: models/gpt-oss-PRESET.gguf)");
-  app.add_option("--seed", o.seed, "weights are a pure function of preset, shape and seed")->capture_default_str();
+  app.add_option("--seed", o.seed, "weights are a pure function of preset, shape and seed")
+      ->check(tps::kSeed)
+      ->capture_default_str();
   app.add_option("--type", o.types,
                  "ROLE=TYPE,...: tensor types other than the release's (Q8_0 dense, MXFP4 experts), the last "
                  "that names a tensor winning; ROLE: token_embd, output, attn_q, attn_k, attn_v, attn_output, "
@@ -154,15 +164,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "no progress output");
   auto* shape = app.add_option_group("shape", "override the preset's shape");
-  shape->add_option("--layers", o.layers, "transformer blocks")->check(tps::kPositive);
-  shape->add_option("--embd", o.embd, "residual width (multiple of 32)")->check(tps::kPositive);
-  shape->add_option("--heads", o.heads, "query heads")->check(tps::kPositive);
-  shape->add_option("--kv-heads", o.kv_heads, "key/value heads")->check(tps::kPositive);
-  shape->add_option("--head-dim", o.head_dim, "head dimension (even)")->check(tps::kPositive);
-  shape->add_option("--experts", o.experts, "experts per layer")->check(tps::kPositive);
-  shape->add_option("--experts-used", o.experts_used, "experts per token (top-k)")->check(tps::kPositive);
-  shape->add_option("--ff", o.ff, "expert intermediate size (multiple of 32)")->check(tps::kPositive);
-  shape->add_option("--window", o.window, "sliding window in tokens")->check(tps::kPositive);
+  // Bounds: what tps loads (experts, head dimension) or far past any
+  // gpt-oss shape (the 120b: 36 layers, d = 2880, 64 heads, ff = 2880).
+  shape->add_option("--layers", o.layers, "transformer blocks")->check(CLI::Range(1, 1024));
+  shape->add_option("--embd", o.embd, "residual width (multiple of 32)")->check(CLI::Range(32, 1 << 16));
+  shape->add_option("--heads", o.heads, "query heads")->check(CLI::Range(1, 1024));
+  shape->add_option("--kv-heads", o.kv_heads, "key/value heads")->check(CLI::Range(1, 1024));
+  shape->add_option("--head-dim", o.head_dim, "head dimension (even)")->check(CLI::Range(2, 512));
+  shape->add_option("--experts", o.experts, "experts per layer")->check(CLI::Range(1, 256));
+  shape->add_option("--experts-used", o.experts_used, "experts per token (top-k)")->check(CLI::Range(1, 256));
+  shape->add_option("--ff", o.ff, "expert intermediate size (multiple of 32)")->check(CLI::Range(32, 1 << 18));
+  shape->add_option("--window", o.window, "sliding window in tokens")->check(CLI::Range(1, 1 << 20));
   tps::add_version_flag(app);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   tps::log_configure("tps-mkmodel", o.quiet ? tps::LogLevel::quiet : tps::LogLevel::info);

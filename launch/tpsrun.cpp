@@ -3,6 +3,9 @@
 // plan before doing anything else.
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/kernels/kernel_set.h"
 #include "launch/chat_command.h"
@@ -88,7 +91,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-p", run.sampler.min_p, "drop tokens below min-p x the best; 0 = off")->capture_default_str();
   auto* seed = app.add_option("--seed", run.sampler.seed,
                               "sampling seed (default: random, "
-                              "reported in --json)");
+                              "reported in --json)")
+                   ->check(tps::kSeed);
   app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
       ->check(tps::kPositive)
       ->capture_default_str();
@@ -169,9 +173,37 @@ int main(int argc, char** argv) {
   tokenize->add_flag("--ids-only", tk.ids_only, "print only the ids, as a list");
   tokenize->add_flag("!--no-parse-special", tk.parse_special,
                      "treat <|start|> and other control-token text as plain text");
+  // Options that do nothing in a mode are refused there, not ignored.
+  const std::vector<std::pair<CLI::App*, std::vector<std::string>>> idle_options = {
+      {place, {"--model",         "--prompt",         "--prompts-file",
+               "--parallel",      "--kv-size",        "--no-prefix-cache",
+               "--max-tokens",    "--temp",           "--top-k",
+               "--top-p",         "--min-p",          "--seed",
+               "--ctx",           "--batch",          "--chat",
+               "--show-analysis", "--reasoning",      "--json",
+               "--top-logprobs",  "--yarn-truncate",  "--split",
+               "--exchange",      "--keep-page-cache"}},
+      {score,
+       {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
+        "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning"}},
+      {serve,
+       {"--prompt", "--prompts-file", "--max-tokens", "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--chat",
+        "--show-analysis", "--reasoning", "--json", "--top-logprobs"}},
+      {chat, {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--json", "--top-logprobs"}},
+      {nullptr, {"--show-analysis", "--reasoning"}},  // generation without --chat
+  };
   // What the options say together, checked with the rest of the command line.
   app.callback([&] {
-    if (place->parsed() || tokenize->parsed()) return;
+    if (tokenize->parsed()) return;
+    const bool generating = !place->parsed() && !score->parsed() && !serve->parsed() && !chat->parsed();
+    for (const auto& [mode, names] : idle_options) {
+      if (mode ? !mode->parsed() : !generating || run.chat) continue;
+      for (const std::string& name : names)
+        if (app.get_option(name)->count() > 0)
+          throw CLI::ValidationError(name + " does nothing " +
+                                     (mode ? "with `tpsrun " + mode->get_name() + "`" : std::string("without --chat")));
+    }
+    if (place->parsed()) return;
     if (!score->parsed() && !serve->parsed() && !chat->parsed() && prompt->count() == 0 && prompts->count() == 0)
       throw CLI::ValidationError("give a prompt with -p PROMPT, or a subcommand");
     if (model->count() == 0 && !std::filesystem::exists(run.model))

@@ -36,9 +36,9 @@ struct Options {
 
 // What each rank would hold of a model in each split mode -- its weights and
 // the KV pool tpsrun would give it with these options -- and whether that
-// fits the memory of the rank's NUMA node (free memory on this host; total
-// memory for a described machine, where free memory is unknown). Ranks that
-// share a node share its memory.
+// fits the memory of the rank's NUMA node (on this host what it has available:
+// free plus droppable file pages; for a described machine, its total). Ranks
+// that share a node share its memory.
 nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const std::string& path,
                          tps::GeneratorOptions kv, const std::string& kv_size) {
   using namespace tps;
@@ -49,7 +49,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
   nlohmann::json j = {{"file", path},
                       {"weight_bytes", shape.total()},
                       {"layers", c.n_layer},
-                      {"memory", m.is_this_host ? "free" : "total"},
+                      {"memory", m.is_this_host ? "available" : "total"},
                       {"kv_options",
                        {{"context", kv.context},
                         {"sequences", kv.max_sequences},
@@ -70,7 +70,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
     }
     for (int r = 0; r < ranks; ++r) {
       const NumaNode& node = m.numa_nodes[plan.ranks[r].numa_node];
-      uint64_t available = m.is_this_host ? node_free_bytes(node.os_index) : node.memory_bytes;
+      uint64_t available = m.is_this_host ? node_available_bytes(node.os_index) : node.memory_bytes;
       uint64_t on_node = 0;
       for (int q = 0; q < ranks; ++q)
         if (plan.ranks[q].numa_node == plan.ranks[r].numa_node) on_node += shares[q].bytes + kv_bytes[q];
@@ -133,6 +133,15 @@ int run(const Options& o) {
   nlohmann::json fit;
   if (!o.model.empty()) fit = model_fit(m, *plan, o.model, o.kv, o.kv_size);
   std::vector<BandwidthResult> bw;
+  if (o.bandwidth && o.bandwidth_mib > 0)
+    for (const NumaNode& n : m.numa_nodes) {
+      // The triad's three arrays, each on every node measured.
+      const uint64_t need = 3 * (static_cast<uint64_t>(o.bandwidth_mib) << 20), has = node_available_bytes(n.os_index);
+      if (!n.cores.empty() && has > 0 && need > has)
+        throw InputError(cat("--bandwidth-mib ", o.bandwidth_mib, ": three arrays of that size need ",
+                             format_bytes(need), " but NUMA node ", n.os_index, " has ", format_bytes(has),
+                             " available"));
+    }
   if (o.bandwidth) {
     if (!o.json && m.is_this_host) log_info("measuring memory bandwidth...");
     bw = measure_bandwidth(m, static_cast<uint64_t>(o.bandwidth_mib) << 20, o.repetitions);
@@ -172,26 +181,35 @@ int main(int argc, char** argv) {
                              "(lstopo --of xml) instead of this host");
   app.add_option("--synthetic", o.synthetic, "use an hwloc synthetic topology, e.g. \"pack:2 numa:1 core:4 pu:2\"")
       ->excludes(xml);
-  app.add_flag("--bandwidth", o.bandwidth,
-               "measure memory bandwidth (STREAM triad) of each NUMA node alone and of all "
-               "nodes together, with threads bound to each node's cores (this host only)");
+  auto* bandwidth = app.add_flag("--bandwidth", o.bandwidth,
+                                 "measure memory bandwidth (STREAM triad) of each NUMA node alone and of all "
+                                 "nodes together, with threads bound to each node's cores (this host only)");
   app.add_option("--bandwidth-mib", o.bandwidth_mib,
                  "size of each triad array per node in MiB (default: 4x the node's L3, "
                  "256..1024)")
-      ->check(tps::kPositive);
-  app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")->check(tps::kPositive);
-  app.add_option("-m,--model", o.model,
-                 "a gpt-oss GGUF file: the bytes each rank would hold in each split mode "
-                 "(layers, experts, tensor), with the KV pool tpsrun would give it, and whether they fit its NUMA "
-                 "node's memory");
-  app.add_option("--ctx", o.kv.context, "with --model: tpsrun's --ctx")->check(tps::kPositive)->capture_default_str();
+      ->check(tps::kPositive)
+      ->needs(bandwidth);
+  app.add_option("--repetitions", o.repetitions, "triad repetitions (best and median reported)")
+      ->check(tps::kPositive)
+      ->needs(bandwidth);
+  auto* model =
+      app.add_option("-m,--model", o.model,
+                     "a gpt-oss GGUF file: the bytes each rank would hold in each split mode "
+                     "(layers, experts, tensor), with the KV pool tpsrun would give it, and whether they fit its NUMA "
+                     "node's memory");
+  app.add_option("--ctx", o.kv.context, "with --model: tpsrun's --ctx")
+      ->check(tps::kPositive)
+      ->needs(model)
+      ->capture_default_str();
   app.add_option("--parallel", o.kv.max_sequences, "with --model: tpsrun's --parallel")
       ->check(tps::kPositive)
+      ->needs(model)
       ->capture_default_str();
   app.add_option("--batch", o.kv.max_tokens, "with --model: tpsrun's --batch")
       ->check(tps::kPositive)
+      ->needs(model)
       ->capture_default_str();
-  app.add_option("--kv-size", o.kv_size, "with --model: tpsrun's --kv-size");
+  app.add_option("--kv-size", o.kv_size, "with --model: tpsrun's --kv-size")->needs(model);
   tps::add_version_flag(app, [] { return "hwloc: " + tps::hwloc_version(); });
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   tps::log_configure("tpstopo", tps::LogLevel::info);

@@ -4,6 +4,9 @@
 // under MPI through runtime/mpi_session, which ends every rank.
 #pragma once
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -39,5 +42,13 @@ class InputError : public Error {
  public:
   explicit InputError(const std::string& message) : Error(message, 2) {}
 };
+
+// Flushes standard output; throws Error ("standard output: <reason>") when
+// what the program printed could not all be written (a full disk, a closed
+// pipe): output lost must not end with exit 0.
+inline void flush_stdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw Error(cat("standard output: ", errno ? std::strerror(errno) : "write failed"));
+}
 
 }  // namespace tps

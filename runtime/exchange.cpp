@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <unordered_map>
 #include <vector>
 
@@ -105,7 +106,7 @@ Exchange::Exchange(const MpiSession& mpi, const std::string& want, size_t max_fl
   // past): each part starts at its first 64-byte boundary, which every
   // process finds at the same offset (the segment is mapped page-aligned).
   const size_t part = kFlagBytes + 2 * max_floats * sizeof(float);
-  const MPI_Aint bytes = static_cast<MPI_Aint>(part + kFlagBytes);
+  const MPI_Aint bytes = static_cast<MPI_Aint>(window_bytes(max_floats));
   auto line_aligned = [](void* p) {
     return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kFlagBytes - 1) & ~uintptr_t{kFlagBytes - 1});
   };
@@ -131,8 +132,12 @@ Exchange::Exchange(const MpiSession& mpi, const std::string& want, size_t max_fl
   }
 }
 
+uint64_t Exchange::window_bytes(size_t max_floats) { return 2 * kFlagBytes + 2 * max_floats * sizeof(float); }
+
 Exchange::~Exchange() {
-  if (impl_ && impl_->window != MPI_WIN_NULL) MPI_Win_free(&impl_->window);
+  // Freeing the window is collective: while an error unwinds this rank, the
+  // others may never come, and MPI_Finalize or MPI_Abort will release it.
+  if (impl_ && impl_->window != MPI_WIN_NULL && std::uncaught_exceptions() == 0) MPI_Win_free(&impl_->window);
 }
 
 namespace {

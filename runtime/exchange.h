@@ -35,6 +35,9 @@ class Exchange {
   // "mpi". max_floats bounds the slot of a shared-memory sum (longer sums go in
   // pieces). Collective.
   Exchange(const MpiSession& mpi, const std::string& want, size_t max_floats);
+  // The bytes of shared memory each rank adds to the window for max_floats
+  // (an upper bound: an mpi exchange allocates as it goes).
+  static uint64_t window_bytes(size_t max_floats);
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;

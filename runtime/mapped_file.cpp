@@ -16,7 +16,9 @@
 namespace tps {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO given as a file must not wait for a writer; a
+  // regular file reads the same with it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw InputError(cat(path, ": cannot open: ", std::strerror(errno)));
   struct stat st {};
   if (fstat(fd, &st) != 0) {
@@ -94,6 +96,13 @@ void MappedFile::drop_page_cache(size_t offset, size_t bytes) const {
   posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(std::min(bytes, size_ - offset)),
                 POSIX_FADV_DONTNEED);
   ::close(fd);
+}
+
+std::string read_text_file(const std::string& path, uint64_t max_bytes) {
+  const MappedFile f(path);
+  if (f.size() > max_bytes)
+    throw InputError(cat(path, ": ", f.size(), " bytes, more than the ", max_bytes, " a text file may have"));
+  return std::string(reinterpret_cast<const char*>(f.data()), f.size());
 }
 
 }  // namespace tps

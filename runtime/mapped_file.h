@@ -10,7 +10,8 @@ namespace tps {
 class MappedFile {
  public:
   // Throws InputError naming the path and the reason (missing, unreadable,
-  // a directory); Error when a readable file cannot be mapped.
+  // not a regular file: a directory, FIFO or device); Error when a readable
+  // file cannot be mapped.
   explicit MappedFile(const std::string& path);
   // A mapping of memory the caller owns (for parsing in-memory bytes, e.g.
   // fuzzing): nothing is unmapped.
@@ -45,5 +46,9 @@ class MappedFile {
   size_t size_ = 0;
   bool owned_ = false;
 };
+
+// The contents of a regular file of text (prompts, token ids) of at most
+// max_bytes; InputError naming the path otherwise.
+std::string read_text_file(const std::string& path, uint64_t max_bytes = uint64_t{1} << 30);
 
 }  // namespace tps

@@ -1,8 +1,11 @@
 #include "runtime/mpi_session.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
+#include <thread>
 
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -23,6 +26,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   MPI_Get_processor_name(name, &len);
   host_.assign(name, len);
 
+  MPI_Comm_dup(MPI_COMM_WORLD, &failure_comm_);
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_);
   MPI_Comm_rank(node_comm_, &local_rank_);
   MPI_Comm_size(node_comm_, &local_size_);
@@ -33,7 +37,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 
 MpiSession::~MpiSession() {
   if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
+  if (failure_comm_ != MPI_COMM_NULL) MPI_Comm_free(&failure_comm_);
   MPI_Finalize();
+}
+
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
 }
 
 std::string mpi_library_version() {
@@ -60,17 +71,36 @@ std::vector<std::string> MpiSession::gather_to_root(const std::string& text) con
   return out;
 }
 
-void MpiSession::abort(const std::string& message, int exit_code) const {
-  std::string line = size_ > 1 ? cat(log_tool(), ": rank ", rank_, " on ", host_, ": ", message, "\n")
-                               : cat(log_tool(), ": ", message, "\n");
+namespace {
+void print_line(const std::string& line) {
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
-  // With no other rank to stop, end as a plain program does, without the
-  // notice that MPI_Abort prints after the message.
-  if (size_ > 1)
-    MPI_Abort(MPI_COMM_WORLD, exit_code);  // does not return
-  else
+}
+}  // namespace
+
+void MpiSession::end_job(const std::string& message, int exit_code) const {
+  if (size_ == 1) {
+    print_line(cat(log_tool(), ": ", message, "\n"));
     MPI_Finalize();
+    std::_Exit(exit_code);
+  }
+  // Did every rank fail? Each failing rank joins this reduction on a
+  // communicator of its own; it completes only when all have.
+  int one = 1, failed = 0;
+  MPI_Request request;
+  MPI_Iallreduce(&one, &failed, 1, MPI_INT, MPI_SUM, failure_comm_, &request);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kAgreeSeconds);
+  int done = 0;
+  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (done) {
+    if (rank_ == 0) print_line(cat(log_tool(), ": ", message, "\n"));
+    MPI_Finalize();
+    std::_Exit(exit_code);
+  }
+  print_line(cat(log_tool(), ": rank ", rank_, " on ", host_, ": ", message, "\n"));
+  MPI_Abort(MPI_COMM_WORLD, exit_code);  // does not return
   std::_Exit(exit_code);
 }
 
@@ -78,16 +108,19 @@ int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)
   MpiSession mpi(&argc, &argv);
   log_set_rank(mpi.rank(), mpi.size());
   int code = 0;
+  std::string message;
   try {
     code = body(mpi);
+    if (code != 0) message = cat("exited with code ", code);
+    flush_stdout();
   } catch (const Error& e) {
-    mpi.abort(e.what(), e.exit_code());
+    mpi.end_job(e.what(), e.exit_code());
   } catch (const std::bad_alloc&) {
-    mpi.abort(kOutOfMemory, 1);
+    mpi.end_job(kOutOfMemory, 1);
   } catch (const std::exception& e) {
-    mpi.abort(cat("internal error: ", e.what()), 1);
+    mpi.end_job(cat("internal error: ", e.what()), 1);
   }
-  if (code != 0) mpi.abort(cat("exited with code ", code), code);
+  if (code != 0) mpi.end_job(message, code);
   return 0;
 }
 

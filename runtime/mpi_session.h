@@ -38,25 +38,35 @@ class MpiSession {
   // ranks get an empty vector). Collective.
   std::vector<std::string> gather_to_root(const std::string& text) const;
 
-  // Prints "TOOL: rank R on HOST: message" to stderr ("TOOL: message" for a
-  // job of one rank, which then exits with nothing after it; TOOL is
-  // log_tool()) and ends every
-  // rank of the job with exit_code. Never returns.
-  [[noreturn]] void abort(const std::string& message, int exit_code) const;
+  // Ends the job after a failure on this rank, saying it once. When every
+  // rank fails within kAgreeSeconds (bad input all of them see), rank 0
+  // alone prints "TOOL: message" and every rank exits with its code through
+  // MPI_Finalize: no abort notice (mpirun -q silences its own remark on the
+  // exit code). Otherwise this rank prints "TOOL: rank R on HOST: message"
+  // and ends every rank with MPI_Abort. One rank alone prints "TOOL:
+  // message" and exits. TOOL is log_tool(). Never returns.
+  [[noreturn]] void end_job(const std::string& message, int exit_code) const;
+  static constexpr double kAgreeSeconds = 2.0;
 
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, host_count_ = 1;
   std::string host_;
   MPI_Comm node_comm_ = MPI_COMM_NULL;
+  MPI_Comm failure_comm_ = MPI_COMM_NULL;  // a world of its own, for end_job's agreement
 };
+
+// The rank a launcher (mpirun, srun) gave this process, read from its
+// environment before MPI starts; 0 when started alone. So that what every
+// rank would say before MPI_Init (a usage error) is said by rank 0 only.
+int launcher_rank();
 
 // The MPI library's own description of itself (its first line), as
 // MPI_Get_library_version gives it; callable before MPI starts.
 std::string mpi_library_version();
 
 // Runs body on every rank inside an MpiSession. An exception escaping body on
-// any rank, or a non-zero return, ends all ranks promptly (MPI_Abort) with that
-// rank's message: a failing rank never leaves the others waiting in a
+// any rank, or a non-zero return, ends all ranks promptly (end_job) with
+// that rank's message: a failing rank never leaves the others waiting in a
 // collective. Returns body's result (0) when every rank succeeds.
 int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)>& body);
 

@@ -2,7 +2,10 @@
 
 #include <immintrin.h>
 
+#include <system_error>
 #include <utility>
+
+#include "runtime/error.h"
 
 namespace tps {
 namespace {
@@ -12,10 +15,18 @@ constexpr int kSpins = 20000;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, const std::function<void(int)>& on_start) : n_(n_threads < 1 ? 1 : n_threads) {
-  for (int i = 1; i < n_; ++i) threads_.emplace_back(&ThreadPool::worker, this, i, on_start);
+  try {
+    for (int i = 1; i < n_; ++i) threads_.emplace_back(&ThreadPool::worker, this, i, on_start);
+  } catch (const std::system_error& e) {
+    const size_t started = threads_.size() + 1;
+    stop_workers();
+    throw Error(cat("cannot start ", n_, " threads (the system gave ", started, "): ", e.what()));
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   stop_.store(true);
   generation_.fetch_add(1);
   generation_.notify_all();

@@ -66,6 +66,7 @@ class ThreadPool {
 
  private:
   void worker(int index, std::function<void(int)> on_start);
+  void stop_workers();  // wakes the workers to return, and joins them
 
   int n_;
   std::vector<std::thread> threads_;

@@ -4,11 +4,13 @@
 // logits at every position of a 64-token prompt, greedy generation, thread
 // counts, batch sizes and instruction sets.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/step/forward.h"
 #include "engine/step/sampler.h"
 #include "engine/step/session.h"
 #include "runtime/error.h"
@@ -164,6 +166,26 @@ TEST(Forward, ContextLimitIsAClearError) {
   EXPECT_THROW(e.session.forward(std::vector<int32_t>{}, false, logits), InputError);
   Engine fresh(model_path("tiny"), 1, o, Isa::scalar);
   EXPECT_THROW(fresh.session.forward(std::vector<int32_t>{201088}, false, logits), InputError);
+}
+
+// What a launcher checks against the rank's memory before allocating is
+// what the pass then allocates (malloc's count of bytes in use).
+TEST(Forward, BufferBytesAreWhatThePassAllocates) {
+  ThreadPool pool(2);
+  Model m = load_model(model_path("small"), pool);
+  Exchange alone;
+  auto in_use = [] {
+    const struct mallinfo2 i = mallinfo2();
+    return static_cast<double>(i.uordblks + i.hblkhd);
+  };
+  for (int tokens : {1, 64, 512}) {
+    const ForwardOptions o{.max_tokens = tokens, .max_context = 8192};
+    const double before = in_use();
+    ForwardPass pass(m, o, pool, alone);
+    const double held = in_use() - before;
+    const double predicted = static_cast<double>(ForwardPass::buffer_bytes(m.config, m.shard, o, pool.size()));
+    EXPECT_NEAR(held, predicted, 0.02 * predicted + 64 * 1024) << tokens << " tokens a step";
+  }
 }
 
 }  // namespace

@@ -572,6 +572,10 @@ TEST(GgufMalformed, AlignmentKey) {
     EXPECT_EQ(f.alignment(), alignment);
     EXPECT_EQ(f.data_offset() % alignment, 0u);
     EXPECT_EQ(f.tensor("b").offset, f.data_offset() + alignment);
+    // Offsets are checked against the file's alignment, not the default 32.
+    const size_t b_info = string_pos(b, "b") + 9;  // n_dims, dim, type, offset
+    expect_error(poked<uint64_t>(b, b_info + 16, 32),
+                 cat("tensor 'b' offset 32 is not a multiple of the alignment ", alignment));
   }
   for (uint32_t value : {0u, 3u, 96u})
     expect_error(written([&](GgufWriter& w) { w.add_u32("general.alignment", value); }),

@@ -25,14 +25,19 @@ std::vector<float> random_floats(int64_t n, uint32_t seed, float tiny_every = 0)
 }
 
 // `rows` random rows of a type in the file's layout, some blocks scaled down
-// to denormal F16 range.
+// to denormal F16 range. MXFP4 codes are random bytes: the quantizer never
+// writes nibble 8 (-0), which the kernels' tables must decode all the same.
 std::vector<uint8_t> file_rows(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
   const uint64_t rb = row_bytes(type, cols);
   std::vector<uint8_t> out(rows * rb);
+  std::mt19937 codes(seed);
   for (int64_t r = 0; r < rows; ++r) {
     const std::vector<float> f = random_floats(cols, seed + static_cast<uint32_t>(r), 1e-6f);
     uint8_t* dst = out.data() + r * rb;
     quantize_row(type, f.data(), dst, cols);
+    if (type == GgmlType::MXFP4)
+      for (int64_t b = 0; b < cols / 32; ++b)  // 17-byte blocks: the scale, then 16 bytes of codes
+        for (int i = 1; i < 17; ++i) dst[b * 17 + i] = static_cast<uint8_t>(codes());
   }
   return out;
 }

@@ -47,7 +47,7 @@ TEST(ModelConfig, TinyRoundTrip) {
 // A tiny model with one thing changed, written through the same writer.
 std::string variant(const std::string& name, const std::function<void(GgufWriter&)>& meta,
                     const std::string& skip_tensor, GgmlType router_type = GgmlType::F32, uint64_t q_rows = 0,
-                    GgmlType q_type = GgmlType::F32) {
+                    GgmlType q_type = GgmlType::F32, const std::string& nan_tensor = "") {
   SyntheticSpec spec = synthetic_preset("tiny");
   ModelConfig c = spec.config;
   c.n_layer = 1;
@@ -68,29 +68,36 @@ std::string variant(const std::string& name, const std::function<void(GgufWriter
   }
   w.begin_data();
   for (auto& [n, bytes] : sizes) {
-    std::vector<uint8_t> zeros(bytes);
-    w.write_tensor_data(n, zeros.data(), zeros.size());
+    std::vector<float> values((bytes + 3) / sizeof(float), n == nan_tensor ? std::nanf("") : 0.0f);
+    w.write_tensor_data(n, values.data(), bytes);
   }
   w.finish();
   return path;
 }
 
-void tiny_metadata(GgufWriter& w, const std::string& arch) {
+// skip: a key (after "gpt-oss.") left out, for the caller to write its own.
+void tiny_metadata(GgufWriter& w, const std::string& arch, const std::string& skip = "") {
   ModelConfig c = synthetic_preset("tiny").config;
   w.add_string("general.architecture", arch);
   const std::string a = arch + ".";
-  w.add_u32(a + "block_count", 1);
-  w.add_u32(a + "context_length", c.n_ctx_train);
-  w.add_u32(a + "embedding_length", c.n_embd);
-  w.add_u32(a + "attention.head_count", c.n_head);
-  w.add_u32(a + "attention.head_count_kv", c.n_head_kv);
-  w.add_u32(a + "attention.key_length", c.head_dim);
-  w.add_u32(a + "expert_count", c.n_expert);
-  w.add_u32(a + "expert_used_count", c.n_expert_used);
-  w.add_u32(a + "expert_feed_forward_length", c.n_ff_exp);
-  w.add_u32(a + "attention.sliding_window", c.sliding_window);
-  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-  w.add_f32(a + "rope.freq_base", 150000.0f);
+  auto u32 = [&](const std::string& key, uint32_t v) {
+    if (key != skip) w.add_u32(a + key, v);
+  };
+  auto f32 = [&](const std::string& key, float v) {
+    if (key != skip) w.add_f32(a + key, v);
+  };
+  u32("block_count", 1);
+  u32("context_length", c.n_ctx_train);
+  u32("embedding_length", c.n_embd);
+  u32("attention.head_count", c.n_head);
+  u32("attention.head_count_kv", c.n_head_kv);
+  u32("attention.key_length", c.head_dim);
+  u32("expert_count", c.n_expert);
+  u32("expert_used_count", c.n_expert_used);
+  u32("expert_feed_forward_length", c.n_ff_exp);
+  u32("attention.sliding_window", c.sliding_window);
+  f32("attention.layer_norm_rms_epsilon", 1e-5f);
+  f32("rope.freq_base", 150000.0f);
 }
 
 void expect_refused(const std::string& path, const std::string& fragment) {
@@ -128,6 +135,54 @@ TEST(ModelConfig, RefusesWhatItCannotRun) {
   expect_refused(variant(
                      "nokey.gguf", [](GgufWriter& w) { w.add_string("general.architecture", "gpt-oss"); }, ""),
                  "gpt-oss.block_count");
+}
+
+// Numbers that would make every token garbage, or a count that would take
+// long to find wrong, are refused by name.
+TEST(ModelConfig, RefusesCorruptNumbers) {
+  auto replaced = [](const std::string& key, const std::function<void(GgufWriter&)>& write) {
+    return [key, write](GgufWriter& w) {
+      tiny_metadata(w, "gpt-oss", key);
+      write(w);
+    };
+  };
+  const float nan = std::nanf("");
+  expect_refused(
+      variant("base.gguf", replaced("rope.freq_base", [&](GgufWriter& w) { w.add_f32("gpt-oss.rope.freq_base", nan); }),
+              ""),
+      "gpt-oss.rope.freq_base is nan");
+  expect_refused(variant("eps.gguf",
+                         replaced("attention.layer_norm_rms_epsilon",
+                                  [](GgufWriter& w) { w.add_f32("gpt-oss.attention.layer_norm_rms_epsilon", -1e-5f); }),
+                         ""),
+                 "layer_norm_rms_epsilon is -1e-05");
+  expect_refused(
+      variant("yarn.gguf", replaced("", [](GgufWriter& w) { w.add_f32("gpt-oss.rope.scaling.factor", 0); }), ""),
+      "rope.scaling.factor is 0");
+  expect_refused(
+      variant("layers.gguf",
+              replaced("block_count", [](GgufWriter& w) { w.add_u32("gpt-oss.block_count", 0xffffffffu); }), ""),
+      "block_count 4294967295 is more than the file's");
+  expect_refused(
+      variant("eos.gguf", replaced("", [](GgufWriter& w) { w.add_u32("tokenizer.ggml.eos_token_id", 1u << 30); }), ""),
+      "tokenizer.ggml.eos_token_id is 1073741824, outside the vocabulary");
+}
+
+TEST(ModelConfig, RefusesNonFiniteVectors) {
+  const std::string path = variant(
+      "nan.gguf", [](GgufWriter& w) { tiny_metadata(w, "gpt-oss"); }, "", GgmlType::F32, 0, GgmlType::F32,
+      "blk.0.post_attention_norm.weight");
+  GgufFile f = GgufFile::open(path);
+  const ModelConfig c = read_model_config(f);
+  try {
+    check_vector_tensors(f, c);
+    ADD_FAILURE() << "a NaN norm weight was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.post_attention_norm.weight' holds nan at index 0"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace

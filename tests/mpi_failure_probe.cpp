@@ -1,6 +1,6 @@
 // A program that fails on purpose on one rank while the others wait in a
 // collective, to test that a failing rank ends the whole job promptly.
-//   mpi_failure_probe RANK throw|input|return|kill
+//   mpi_failure_probe RANK throw|input|return|kill   (RANK -1: every rank)
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   int fail_rank = std::atoi(argv[1]);
   std::string mode = argv[2];
   return tps::run_on_all_ranks(argc, argv, [&](tps::MpiSession& mpi) {
-    if (mpi.rank() == fail_rank) {
+    if (mpi.rank() == fail_rank || fail_rank == -1) {
       if (mode == "throw") throw std::runtime_error("probe: deliberate failure");
       if (mode == "input") throw tps::InputError("probe: bad input on purpose");
       if (mode == "return") return 3;

@@ -33,6 +33,15 @@ TEST(MpiFailure, InputErrorKeepsExitCode2) {
   EXPECT_LT(r.seconds, kPromptly);
 }
 
+TEST(MpiFailure, InputErrorOnEveryRankIsSaidOnce) {
+  // Bad input every rank sees: one line, no abort notice (mpirun -q keeps
+  // mpirun's own remark on the exit code out), the input error's code.
+  auto r = run_tool(std::string(TPS_MPIEXEC) + " -q -np 3 " + MPI_FAILURE_PROBE_PATH + " -1 input");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "tps: probe: bad input on purpose\n");
+  EXPECT_LT(r.seconds, kPromptly);
+}
+
 TEST(MpiFailure, NonZeroReturnEndsAll) {
   auto r = run_probe(4, 3, "return");
   EXPECT_EQ(r.exit_code, 3) << r.err;

@@ -29,8 +29,16 @@ TEST(Sampler, GreedyFiltersAndSeeds) {
     EXPECT_TRUE(id == 1 || id == 3) << id;
   }
   // min-p 0.5 drops what is less than half as likely as the best: keeps 1, 3.
-  Sampler minp({1.0f, 0, 1.0f, 0.5f, 5});
-  for (int i = 0; i < 200; ++i) EXPECT_NE(minp.sample(logits), 2);
+  // And it keeps what it must: a token exactly as likely as the best
+  // survives any min-p, so ids 1 and 3 are each drawn about half the time.
+  for (float min_p : {0.5f, 0.99f}) {
+    Sampler minp({1.0f, 0, 1.0f, min_p, 5});
+    std::map<int, int> drawn;
+    for (int i = 0; i < 400; ++i) ++drawn[minp.sample(logits)];
+    EXPECT_EQ(drawn[1] + drawn[3], 400) << "min-p " << min_p;
+    EXPECT_GT(drawn[1], 120) << "min-p " << min_p;
+    EXPECT_GT(drawn[3], 120) << "min-p " << min_p;
+  }
   // top-p small enough keeps only the single most likely token.
   Sampler topp({1.0f, 0, 0.01f, 0.0f, 5});
   for (int i = 0; i < 50; ++i) EXPECT_EQ(topp.sample(logits), 1);

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "runtime/error.h"
@@ -158,11 +160,37 @@ void free_on_node(void* p, size_t bytes) {
   if (p) numa_free(p, bytes);
 }
 
-uint64_t node_free_bytes(int node_os_index) {
-  if (numa_available() < 0) return 0;
-  long long free = 0;
-  if (numa_node_size64(node_os_index, &free) < 0 || free < 0) return 0;
-  return static_cast<uint64_t>(free);
+namespace {
+
+// The kB value of `field` in a meminfo-style file ("Node 0 MemFree:   123 kB"
+// or "MemFree:   123 kB"); 0 when absent.
+uint64_t meminfo_kib(const std::string& path, const std::string& field) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(field + ":");
+    if (at != std::string::npos) return std::strtoull(line.c_str() + at + field.size() + 1, nullptr, 10);
+  }
+  return 0;
+}
+
+// What the process's cgroup (v2) still lets it allocate; UINT64_MAX without a limit.
+uint64_t cgroup_headroom() {
+  std::ifstream max_in("/sys/fs/cgroup/memory.max"), cur_in("/sys/fs/cgroup/memory.current");
+  std::string max_text;
+  uint64_t current = 0;
+  if (!(max_in >> max_text) || max_text == "max" || !(cur_in >> current)) return UINT64_MAX;
+  const uint64_t limit = std::strtoull(max_text.c_str(), nullptr, 10);
+  return limit > current ? limit - current : 0;
+}
+
+}  // namespace
+
+uint64_t node_available_bytes(int node_os_index) {
+  const std::string path = cat("/sys/devices/system/node/node", node_os_index, "/meminfo");
+  uint64_t kib = meminfo_kib(path, "MemFree") + meminfo_kib(path, "Active(file)") + meminfo_kib(path, "Inactive(file)");
+  if (kib == 0) kib = meminfo_kib("/proc/meminfo", "MemAvailable");  // a kernel without NUMA
+  return std::min(kib * 1024, cgroup_headroom());
 }
 
 int node_of_page(const void* p) {

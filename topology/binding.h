@@ -64,9 +64,11 @@ void bind_this_thread(const std::vector<int>& pus);
 void* alloc_on_node(size_t bytes, int node_os_index);
 void free_on_node(void* p, size_t bytes);
 
-// Free memory of a NUMA node (OS index) as the kernel reports it now; 0 if
-// unknown.
-uint64_t node_free_bytes(int node_os_index);
+// Memory a NUMA node (OS index) can give now: its free pages and the file
+// pages the kernel can drop (a model file just read sits there), as its
+// sysfs meminfo reports them, and no more than the cgroup's limit leaves;
+// 0 if unknown.
+uint64_t node_available_bytes(int node_os_index);
 
 // The NUMA node (OS index) holding the page at p, from the kernel; -1 if the
 // page is not yet backed.

@@ -66,6 +66,15 @@ PlacementPlan plan_placement(const Machine& m, int ranks, int threads_per_rank) 
   if (usable_total == 0)
     throw InputError(cat("no usable core: this process may run on PUs ", format_index_list(m.available_pus),
                          ", which belong to no core of the machine (", m.source, ")"));
+  // More than this only queue on the same cores (and thousands of threads
+  // can exhaust the process's limit).
+  const int64_t pus = static_cast<int64_t>(m.available_pus.size()), most = kMaxPerPu * pus;
+  if (ranks > most)
+    throw InputError(cat(ranks, " ranks on one host: more than ", kMaxPerPu, " per hardware thread (", pus,
+                         " here); expected at most ", most));
+  if (threads_per_rank > most)
+    throw InputError(cat("-t ", threads_per_rank, ": more than ", kMaxPerPu, " threads per hardware thread (", pus,
+                         " here); expected at most ", most));
 
   std::vector<int> order = spread_order(m, usable);
   std::vector<int> count = ranks_per_node(order, usable, ranks);

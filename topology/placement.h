@@ -37,9 +37,12 @@ struct PlacementPlan {
   std::vector<std::string> warnings;   // oversubscription and the like, for the user
 };
 
+// Ranks on a host, and threads of a rank, at most per PU the process may use.
+constexpr int kMaxPerPu = 8;
+
 // threads_per_rank = 0 means one thread per core of the rank. Throws
-// InputError for ranks < 1, threads_per_rank < 0, or a machine where this
-// process has no usable core.
+// InputError for ranks < 1, threads_per_rank < 0, either above kMaxPerPu per
+// PU, or a machine where this process has no usable core.
 PlacementPlan plan_placement(const Machine& machine, int ranks, int threads_per_rank = 0);
 
 }  // namespace tps

@@ -20,6 +20,11 @@ void QuantizedActivations::resize(int tokens, int64_t cols) {
   for (auto* plane : {&d_, &offset_, &sum_, &sum_lo_, &sum_hi_}) plane->resize(tokens * shape.d_stride());
 }
 
+uint64_t QuantizedActivations::bytes_for(int64_t tokens, int64_t cols) {
+  const Activations shape{.cols = cols};
+  return static_cast<uint64_t>(tokens) * (2 * shape.q_stride() + 5 * shape.d_stride() * sizeof(float));
+}
+
 void QuantizedActivations::quantize_rows(const float* x, int first, int count) {
   const int64_t cols = cols_;
   const Activations shape{.cols = cols};

@@ -40,6 +40,8 @@ class QuantizedActivations {
   // `tokens` rows of cols, then rows [first, first + count) of x (row t of
   // x is token t).
   void resize(int tokens, int64_t cols);
+  // The bytes resize(tokens, cols) allocates.
+  static uint64_t bytes_for(int64_t tokens, int64_t cols);
   void quantize_rows(const float* x, int first, int count);
   // The view of tokens [first, first + count) of the last quantize(), with
   // their floats from f (row `first` of f is the view's first token).

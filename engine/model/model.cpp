@@ -6,6 +6,7 @@ Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode, int 
                  const std::function<void(uint64_t, uint64_t)>& progress) {
   GgufFile file = GgufFile::open(path);
   ModelConfig config = read_model_config(file);
+  check_vector_tensors(file, config);
   Tokenizer tokenizer = Tokenizer::from_gguf(file);
   Shard shard = plan_shard(model_shape(file, config), mode, rank, ranks);
   RankWeights weights = load_shard(file, config, shard, pool, progress);

@@ -1,5 +1,7 @@
 #include "engine/model/model_config.h"
 
+#include <cmath>
+
 #include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/packed_rows.h"
 #include "runtime/error.h"
@@ -122,10 +124,31 @@ ModelConfig read_model_config(const GgufFile& f) {
   require(c.head_dim <= 512, cat("key_length ", c.head_dim,
                                  " is over 512 (tps supports head "
                                  "dimensions up to 512)"));
+  // Every layer has 19 tensors: a count past the file's is corrupt (and
+  // would take long to find tensor by tensor).
+  require(uint64_t{c.n_layer} * 19 <= f.tensors().size(),
+          cat("block_count ", c.n_layer, " is more than the file's ", f.tensors().size(), " tensors can hold"));
+  require(c.n_ctx_train >= 1, "context_length is 0 (expected positions)");
+  // The numbers the math divides by, raises to or scales with: finite and
+  // in range, or every token comes out garbage.
+  auto in_range = [&](float v, float lo, float hi, const std::string& key, const std::string& expected) {
+    require(std::isfinite(v) && v >= lo && v <= hi, cat(a, key, " is ", v, " (expected ", expected, ")"));
+  };
+  in_range(c.rope_base, 1.0f, 1e12f, "rope.freq_base", "a finite base >= 1");
+  in_range(c.rope_scaling_factor, 1.0f, 1e6f, "rope.scaling.factor", "a finite factor >= 1");
+  in_range(c.yarn_beta_fast, 1e-6f, 1e6f, "rope.scaling.yarn_beta_fast", "a finite value > 0");
+  in_range(c.yarn_beta_slow, 1e-6f, 1e6f, "rope.scaling.yarn_beta_slow", "a finite value > 0");
+  in_range(c.rms_eps, 1e-12f, 0.1f, "attention.layer_norm_rms_epsilon", "a small positive epsilon");
+  require(c.rope_orig_ctx >= 1, "rope.scaling.original_context_length is 0 (expected positions)");
 
   const TensorView* embd = f.find_tensor("token_embd.weight");
   require(embd != nullptr, "tensor 'token_embd.weight' is missing");
   c.n_vocab = static_cast<uint32_t>(embd->ne[1]);
+  for (const char* key : {"bos", "eos", "padding", "unknown"}) {
+    const std::string name = cat("tokenizer.ggml.", key, "_token_id");
+    if (auto id = f.find_u32(name))
+      require(*id < c.n_vocab, cat(name, " is ", *id, ", outside the vocabulary of ", c.n_vocab, " tokens"));
+  }
 
   for (const TensorSpec& t : gpt_oss_tensors(c)) {
     const TensorView* v = f.find_tensor(t.name);
@@ -149,6 +172,19 @@ ModelConfig read_model_config(const GgufFile& f) {
 }  // namespace tps
 
 namespace tps {
+
+void check_vector_tensors(const GgufFile& f, const ModelConfig& c) {
+  for (const TensorSpec& t : gpt_oss_tensors(c)) {
+    if (t.role != TensorSpec::Role::vector) continue;
+    const TensorView& v = f.tensor(t.name);
+    const float* x = reinterpret_cast<const float*>(v.data);
+    const uint64_t n = v.ne[0] * v.ne[1] * v.ne[2] * v.ne[3];
+    for (uint64_t i = 0; i < n; ++i)
+      if (!std::isfinite(x[i]))
+        throw InputError(
+            cat(f.path(), ": tensor '", t.name, "' holds ", x[i], " at index ", i, " (expected finite values)"));
+  }
+}
 
 ModelShape model_shape(const GgufFile& f, const ModelConfig& c) {
   ModelShape s;

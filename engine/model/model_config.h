@@ -72,6 +72,11 @@ bool type_supported(TensorSpec::Role role, GgmlType type);
 // or tensor, a wrong shape, an unsupported type.
 ModelConfig read_model_config(const GgufFile& file);
 
+// Checks that the vector tensors (norm weights, biases, sinks: F32, a few
+// MB in all) hold only finite values; InputError naming the first that
+// does not. A NaN there turns every token into garbage.
+void check_vector_tensors(const GgufFile& file, const ModelConfig& config);
+
 // Bytes per layer, embeddings and output head, for planning.
 ModelShape model_shape(const GgufFile& file, const ModelConfig& config);
 

@@ -167,11 +167,15 @@ ModelWeights build(Layout& L, const GgufFile& f, const ModelConfig& c, const Sha
 
 }  // namespace
 
-RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, ThreadPool& pool,
-                       const std::function<void(uint64_t, uint64_t)>& progress) {
+uint64_t shard_bytes(const GgufFile& file, const ModelConfig& config, const Shard& shard) {
   Layout sizing;
   build(sizing, file, config, shard);
-  RankWeights out{PageBuffer(sizing.size() + kPackedOverread), {}};
+  return sizing.size() + kPackedOverread;
+}
+
+RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, ThreadPool& pool,
+                       const std::function<void(uint64_t, uint64_t)>& progress) {
+  RankWeights out{PageBuffer(shard_bytes(file, config, shard)), {}};
   Layout layout(out.memory.data());
   out.views = build(layout, file, config, shard);
 

@@ -75,6 +75,10 @@ struct RankWeights {
 RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, ThreadPool& pool,
                        const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
+// The bytes load_shard allocates for the shard (rows as the kernels hold
+// them), from the file's header alone.
+uint64_t shard_bytes(const GgufFile& file, const ModelConfig& config, const Shard& shard);
+
 // Drops the file's pages from the page cache, but for the token embeddings
 // (still read through the mapping): once every rank on the host has its
 // copy, so the machine holds about one copy of the model.

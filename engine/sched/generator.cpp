@@ -95,7 +95,11 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig&
                            o.max_sequences, " sequences"));
     s.full_blocks = static_cast<int>(std::min<uint64_t>((o.kv_bytes - sliding) / full, INT32_MAX / kKvBlock));
   } else {
-    s.full_blocks = blocks_for(o.kv_positions > 0 ? o.kv_positions : o.context * o.max_sequences);
+    const int64_t positions = o.kv_positions > 0 ? o.kv_positions : int64_t{o.context} * o.max_sequences;
+    if (positions > (1 << 30))
+      throw InputError(cat("--ctx ", o.context, " x --parallel ", o.max_sequences, " = ", positions,
+                           " positions: more than a KV pool holds (2^30; use --kv-size)"));
+    s.full_blocks = blocks_for(static_cast<int>(positions));
   }
   return s;
 }
@@ -110,6 +114,16 @@ ForwardOptions forward_options(const GeneratorOptions& o) {
   return ForwardOptions{
       .max_tokens = o.max_tokens, .max_context = o.context, .yarn_truncate = o.yarn_truncate, .kernels = o.kernels};
 }
+
+}  // namespace
+
+uint64_t generator_bytes(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard, int threads) {
+  const uint64_t logits = static_cast<uint64_t>(o.max_sequences) * shard.share.vocab.size() * sizeof(float);
+  return kv_pool_bytes(scheduler_options(o, c, shard), c, shard) +
+         ForwardPass::buffer_bytes(c, shard, forward_options(o), threads) + logits;
+}
+
+namespace {
 
 void send_bytes(Exchange& ex, const std::vector<uint8_t>& bytes, int to) {
   const uint64_t n = bytes.size();

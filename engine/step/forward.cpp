@@ -41,6 +41,17 @@ ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& po
   scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(c.n_head / c.n_head_kv) * o.max_context));
 }
 
+uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, const ForwardOptions& o, int threads) {
+  // The constructor's buffers, one term each, in its order.
+  const uint64_t B = std::max(o.max_tokens, 1), d = c.n_embd, kv_heads = shard.share.kv_heads.size();
+  const uint64_t q = kv_heads * (c.n_head / c.n_head_kv) * c.head_dim, kv = kv_heads * c.head_dim;
+  const uint64_t ints = 3 * B, floats = 3 * B * d + 2 * B * q + 2 * B * kv;
+  const uint64_t scores = static_cast<uint64_t>(std::max(threads, 1)) * (c.n_head / c.n_head_kv) *
+                          static_cast<uint64_t>(std::max(o.max_context, 1));
+  return 4 * (ints + floats + scores) + QuantizedActivations::bytes_for(B, std::max(d, q)) +
+         MoeBlock::buffer_bytes(c, shard, static_cast<int>(B));
+}
+
 Activations ForwardPass::prepare(const float* x, int n, int64_t cols, bool q8) {
   if (q8) quantize_on(pool_, xq_, x, n, cols);
   return token_rows(x, cols, 0, n, q8 ? &xq_ : nullptr);

@@ -50,6 +50,12 @@ class ForwardPass {
   // exchange connects the ranks that share the model (a solo one for one rank).
   ForwardPass(const Model& model, const ForwardOptions& options, ThreadPool& pool, Exchange& exchange);
 
+  // The bytes of the activation buffers a pass with these options holds on
+  // a rank with this shard and `threads` threads (the MoE block's included),
+  // from the shapes alone: what a launcher checks before allocating.
+  static uint64_t buffer_bytes(const ModelConfig& config, const Shard& shard, const ForwardOptions& options,
+                               int threads);
+
   // Runs one step; every rank calls it with the same batch (at most
   // max_tokens tokens, positions below max_context, block tables that cover
   // every position a token sees). Stores the step's keys and values in kv.

@@ -46,6 +46,16 @@ MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, Thr
   down_.resize(entries * d_), out_.resize(B * d_);
 }
 
+uint64_t MoeBlock::buffer_bytes(const ModelConfig& c, const Shard& shard, int max_tokens) {
+  // The constructor's buffers, one term each, in its order.
+  const uint64_t B = max_tokens, entries = B * c.n_expert_used, d = c.n_embd, ff = shard.share.ff.size();
+  const uint64_t floats = B * d + B * c.n_expert + entries /* topk_w_ */ + entries * d + 2 * entries * ff +
+                          entries * ff + entries * d + B * d;
+  const uint64_t ints = entries * 4 /* topk_, entry_of_, entry_token_, entry_choice_ */ + 3 * c.n_expert /* groups_ */;
+  return 4 * (floats + ints) + QuantizedActivations::bytes_for(entries, d) +
+         QuantizedActivations::bytes_for(entries, ff);
+}
+
 uint64_t MoeBlock::run(const LayerWeights& w, float* x, int n, StepTimings& timings) {
   Stopwatch clock;
   route(w, x, n);

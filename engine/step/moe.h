@@ -35,6 +35,8 @@ void select_experts(std::span<const float> logits, int k, int* experts, float* w
 
 class MoeBlock {
  public:
+  // The bytes of the buffers the constructor sizes, from the shapes alone.
+  static uint64_t buffer_bytes(const ModelConfig& config, const Shard& shard, int max_tokens);
   MoeBlock(const ModelConfig& config, const Shard& shard, int max_tokens, ThreadPool& pool, Exchange& exchange,
            const KernelSet& kernels);
 

@@ -1,0 +1,59 @@
+#include "launch/rank_memory.h"
+
+#include <algorithm>
+
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weights.h"
+#include "engine/sched/generator.h"
+#include "launch/rank_run.h"
+#include "runtime/error.h"
+#include "runtime/exchange.h"
+#include "topology/binding.h"
+#include "topology/machine.h"
+
+namespace tps {
+
+RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
+  const GgufFile file = GgufFile::open(o.model);
+  const ModelConfig c = read_model_config(file);
+  if (static_cast<uint32_t>(o.ctx) > c.n_ctx_train)
+    throw InputError(cat("--ctx ", o.ctx, ": more than the model's context length of ", c.n_ctx_train, " positions (",
+                         file.path(), ")"));
+  const Shard shard = plan_shard(model_shape(file, c), choose_split(o), mpi.rank(), mpi.size());
+  const GeneratorOptions g = generator_options(o);
+  const int threads = setup.binding.threads;
+
+  RankMemory m;
+  m.weights = shard_bytes(file, c, shard);
+  m.kv = kv_pool_bytes(scheduler_options(g, c, shard), c, shard);
+  m.buffers = generator_bytes(g, c, shard, threads) - m.kv;
+  m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.batch) * c.n_embd) : 0;
+  // The ranks this host placed on the same node share it.
+  const PlacementPlan& plan = setup.plan;
+  const int node = plan.ranks.at(mpi.local_rank()).numa_node;
+  const auto sharing = std::count_if(plan.ranks.begin(), plan.ranks.end(),
+                                     [node](const RankPlacement& r) { return r.numa_node == node; });
+  const int node_os = setup.machine.numa_nodes.at(node).os_index;
+  const uint64_t available = node_available_bytes(node_os);
+  if (available == 0) return m;  // unknown: the allocations will say
+  m.available = available / std::max<int64_t>(sharing, 1);
+  if (m.total() <= m.available) return m;
+
+  // Name what to change after the part that asks the most.
+  const uint64_t most = std::max({m.weights, m.kv, m.buffers, m.exchange});
+  const std::string change =
+      most == m.weights ? "run more ranks on more NUMA nodes, or a smaller model"
+      : most == m.kv
+          ? (o.kv_size.empty() ? cat("lower --ctx (", o.ctx, ") or --parallel (", o.parallel, "), or give --kv-size")
+                               : cat("lower --kv-size (", o.kv_size, ")"))
+      : most == m.buffers ? cat("lower --ctx (", o.ctx, ") or --batch (", o.batch, ")")
+                          : cat("lower --batch (", o.batch, ")");
+  throw InputError(cat("this run needs ", format_bytes(m.total()), " on rank ", mpi.rank(), " (weights ",
+                       format_bytes(m.weights), ", KV cache ", format_bytes(m.kv), ", step buffers ",
+                       format_bytes(m.buffers), ", exchange ", format_bytes(m.exchange), ") but NUMA node ", node_os,
+                       " has ", format_bytes(available), " available",
+                       sharing > 1 ? cat(" for ", sharing, " ranks") : "", ": ", change));
+}
+
+}  // namespace tps

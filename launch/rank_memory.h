@@ -1,0 +1,28 @@
+// What a tpsrun rank will allocate for a run -- its shard of the weights,
+// the generator's KV pool, buffers and logits, its part of the exchange
+// window -- computed from the model file's header and the options before
+// anything is allocated, and checked against what its NUMA node has
+// available (shared with the other ranks placed on that node). A flag that
+// asks for too much is then one line naming it, not an OOM kill minutes into
+// a load.
+#pragma once
+
+#include <cstdint>
+
+#include "launch/rank_setup.h"
+#include "launch/run_options.h"
+#include "runtime/mpi_session.h"
+
+namespace tps {
+
+struct RankMemory {
+  uint64_t weights = 0, kv = 0, buffers = 0, exchange = 0;
+  uint64_t available = 0;  // the rank's part of its node's available memory
+  uint64_t total() const { return weights + kv + buffers + exchange; }
+};
+
+// Also refuses --ctx beyond the model's context length. Throws InputError
+// naming the options to change when the rank's total is more than available.
+RankMemory check_rank_memory(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
+
+}  // namespace tps

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Every flag of the tps tools with the values a hostile user tries --
+empty, negative, zero, NaN, huge, non-numeric, fractional -- and special files
+(a FIFO, a device, a directory) where a file is asked for. Under one rank and
+under `mpirun -q -np 2`, each case must end promptly with exit 0 or with exit
+2 and exactly one line on stderr that names the flag or file and is no
+internal error; the cases listed as refused must be refused, the accepted
+ones must run.
+
+  bad_input_sweep_test.py --bin build/bin --model build/models/gpt-oss-tiny.gguf --mpiexec "mpirun --oversubscribe"
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ARGS = None
+SPECIAL = {}  # name -> path: a FIFO, a device, a directory, an empty file
+
+# tpsrun generation: flag -> (values that must be refused, values that must run).
+GENERATE = {
+    "-n": (["", "-1", "0", "abc", "1.5", "99999999999999999999"], ["1"]),
+    "--temp": (["", "-1", "nan", "inf", "abc"], ["0", "1e30"]),
+    "--top-k": (["", "-1", "abc", "1.5", "99999999999999999999"], ["0", "1000000000"]),
+    "--top-p": (["", "0", "-1", "1.5", "nan"], ["1"]),
+    "--min-p": (["", "-1", "1", "nan"], ["0"]),
+    "--seed": (["", "-1", "abc", "1.5", "99999999999999999999"], ["0", "18446744073709551615"]),
+    "--ctx": (["", "0", "-1", "abc", "2147483647", "1e9"], ["131072"]),
+    "--batch": (["", "0", "-1", "100000000", "3000000000"], ["1"]),
+    "--parallel": (["", "0", "-1", "100000"], ["3"]),
+    "--kv-size": (["", "0", "-1", "abc", "1.5", "1000G", "99999999999999999999"], ["1M"]),
+    "--top-logprobs": (["", "-1", "101", "abc"], ["0"]),
+    "-t": (["", "0", "-1", "100000", "abc"], ["16"]),
+    "--split": (["", "foo"], ["layers"]),
+    "--exchange": (["", "foo"], ["mpi"]),
+    "--reasoning": (["", "foo"], []),
+    "-m": (["", "/nonexistent", "fifo", "device", "directory", "empty"], []),
+    "--prompts-file": (["", "fifo", "device", "directory", "empty"], []),
+}
+
+
+def files(value):
+    return SPECIAL.get(value, value)
+
+
+class Sweep(unittest.TestCase):
+    def run_case(self, argv, tool, refused, names, ranks=1):
+        cmd = ([*shlex.split(ARGS.mpiexec), "-q", "-np", str(ranks)] if ranks > 1 else []) + argv
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail(f"{shlex.join(cmd)}: still running after 60 s")
+        where = f"{shlex.join(cmd)}\nstderr: {done.stderr!r}"
+        if not refused:
+            self.assertEqual(done.returncode, 0, where)
+            return
+        self.assertEqual(done.returncode, 2, where)
+        lines = done.stderr.splitlines()
+        self.assertEqual(len(lines), 1, where)
+        self.assertTrue(lines[0].startswith(f"{tool}: "), where)
+        self.assertNotIn("internal error", lines[0], where)
+        names = [n for n in names if n]
+        self.assertTrue(any(n in lines[0] for n in names), f"names none of {names}: {where}")
+
+    def generate(self, flag, value):
+        """tpsrun generating 2 tokens of "hi" on the model, but for what flag replaces."""
+        argv = [f"{ARGS.bin}/tpsrun", "-q"]
+        argv += [] if flag == "-m" else ["-m", ARGS.model]
+        argv += [] if flag == "--prompts-file" else ["-p", "hi"]
+        argv += [] if flag == "-n" else ["-n", "2"]
+        return argv + [flag, files(value)], [flag, *ALIASES.get(flag, []), files(value) if value else ""]
+
+    def test_generate_one_rank(self):
+        for flag, (bad, good) in GENERATE.items():
+            for value in bad + good:
+                with self.subTest(flag=flag, value=value):
+                    argv, names = self.generate(flag, value)
+                    self.run_case(argv, "tpsrun", value in bad, names)
+
+    def test_generate_two_ranks(self):
+        # What every rank sees is said once; a sample of each kind of refusal.
+        for flag, value in [("--ctx", "1e9"), ("--ctx", "2147483647"), ("--batch", "100000000"), ("-t", "100000"),
+                            ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1")]:
+            with self.subTest(flag=flag, value=value):
+                argv, names = self.generate(flag, value)
+                self.run_case(argv, "tpsrun", True, names, ranks=2)
+
+    def test_modes(self):
+        m = ["-m", ARGS.model]
+        cases = [
+            ([*m, "-p", "hi", "--show-analysis"], "--show-analysis"),
+            ([*m, "score", "--ids", files("fifo")], files("fifo")),
+            ([*m, "score", "--ids", files("device")], files("device")),
+            ([*m, "score", "--ids", files("empty"), "--temp", "1"], "--temp"),
+            ([*m, "serve", "-p", "hi"], "--prompt"),
+            (["tokenize", *m, "--file", files("fifo")], files("fifo")),
+            (["tokenize", "-m", files("fifo"), "--text", "hi"], files("fifo")),
+            (["tokenize", *m, "--text", ""], "--text"),
+        ]
+        for argv, name in cases:
+            with self.subTest(argv=argv):
+                self.run_case([f"{ARGS.bin}/tpsrun", "-q", *argv], "tpsrun", True, [name])
+
+    def test_tpstopo(self):
+        cases = [
+            (["--ranks", "100000000"], "ranks"),
+            (["-t", "100000000"], "-t"),
+            (["--ranks", "-1"], "--ranks"),
+            (["--bandwidth", "--bandwidth-mib", "100000000"], "--bandwidth-mib"),
+            (["--bandwidth-mib", "64"], "--bandwidth-mib"),
+            (["--ctx", "64"], "--ctx"),
+            (["--model", files("fifo")], files("fifo")),
+            (["--model", files("directory")], files("directory")),
+            (["--model", ARGS.model, "--kv-size", "abc"], "--kv-size"),
+        ]
+        for argv, name in cases:
+            with self.subTest(argv=argv):
+                self.run_case([f"{ARGS.bin}/tpstopo", *argv], "tpstopo", True, [name])
+
+    def test_mkmodel(self):
+        out = str(Path(SPECIAL["directory"]) / "m.gguf")
+        cases = [
+            (["--seed", "-1"], "--seed"),
+            (["--seed", ""], "--seed"),
+            (["--layers", "100000000"], "--layers"),
+            (["--embd", "1000000000"], "--embd"),
+            (["--experts", "100000"], "--experts"),
+            (["--head-dim", "0"], "--head-dim"),
+            (["--preset", "nope"], "--preset"),
+            (["--type", "attn=Q9_9"], "Q9_9"),
+            (["--split-max-size", "12"], "--split-max-size"),
+        ]
+        for argv, name in cases:
+            with self.subTest(argv=argv):
+                self.run_case([f"{ARGS.bin}/tps-mkmodel", "-q", "--preset", "tiny", "-o", out, *argv],
+                              "tps-mkmodel", True, [name])
+        self.assertFalse(Path(out).exists())
+
+
+ALIASES = {"-n": ["--max-tokens"], "-t": ["--threads"], "-m": ["--model"]}
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--mpiexec", required=True)
+    ARGS, rest = p.parse_known_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = Path(tmp) / "fifo"
+        os.mkfifo(fifo)
+        empty = Path(tmp) / "empty"
+        empty.write_text("")
+        SPECIAL.update(fifo=str(fifo), device="/dev/zero", directory=tmp, empty=str(empty))
+        result = unittest.main(argv=[sys.argv[0], *rest], exit=False)
+    sys.exit(0 if result.result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Signals during generation: SIGTERM and SIGINT, to one rank or to mpirun
+(which passes them on to every rank), stop the run at its next step within
+5 s: what was generated is printed, one line says why, every rank is gone,
+and no shared-memory segment is left in /dev/shm.
+
+  fault_test.py --tpsrun build/bin/tpsrun --model build/models/gpt-oss-small.gguf --mpiexec "mpirun --oversubscribe"
+"""
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+ARGS = None
+
+
+def alive(pid):
+    # A rank mpirun left unreaped is a zombie: it has ended.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class Signals(unittest.TestCase):
+    def stop(self, sig, ranks):
+        shm_before = set(os.listdir("/dev/shm"))
+        # A long run: 100,000 tokens of a small model, streamed.
+        cmd = [ARGS.tpsrun, "-q", "-m", ARGS.model, "-p", "hi", "--temp", "0", "--ctx", "131072", "-n", "100000"]
+        if ranks > 1:
+            cmd = [*shlex.split(ARGS.mpiexec), "-np", str(ranks), *cmd]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            first = p.stdout.read(1)  # generation has begun
+            self.assertTrue(first, "no output before the signal")
+            out = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout
+            ranks_pids = [int(x) for x in out.split()] if ranks > 1 else [p.pid]
+            self.assertEqual(len(ranks_pids), ranks)
+            segments = set(os.listdir("/dev/shm")) - shm_before  # the job's (the test runs alone)
+            p.send_signal(sig)
+            t0 = time.monotonic()
+            out, err = p.communicate(timeout=30)
+            seconds = time.monotonic() - t0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = err.decode(errors="replace")
+        where = f"{shlex.join(cmd)} after {signal.Signals(sig).name}: rc {p.returncode}, stderr {err!r}"
+        self.assertLess(seconds, 5.0, where)
+        self.assertNotEqual(p.returncode, 0, where)
+        self.assertGreater(len(first + out), 1, where)  # the text so far is printed
+        # mpirun passes SIGINT on to its ranks as SIGTERM.
+        name = "SIGINT" if sig == signal.SIGINT and ranks == 1 else "SIGTERM"
+        self.assertEqual(err.count(f"tpsrun: stopped by {name}"), 1, where)
+        if ranks == 1:
+            self.assertEqual(p.returncode, 128 + sig, where)
+        time.sleep(0.5)
+        self.assertEqual([pid for pid in ranks_pids if alive(pid)], [], where)
+        self.assertEqual(segments & set(os.listdir("/dev/shm")), set(), where)
+
+    def test_sigint_one_rank(self):
+        self.stop(signal.SIGINT, 1)
+
+    def test_sigterm_one_rank(self):
+        self.stop(signal.SIGTERM, 1)
+
+    def test_sigterm_to_mpirun(self):
+        self.stop(signal.SIGTERM, 2)
+
+    def test_sigint_to_mpirun(self):
+        self.stop(signal.SIGINT, 2)
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--tpsrun", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--mpiexec", required=True)
+    ARGS, rest = p.parse_known_args()
+    result = unittest.main(argv=[sys.argv[0], *rest], exit=False)
+    sys.exit(0 if result.result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
