@@ -5,6 +5,7 @@
 
 #include "runtime/error.h"
 #include "serve/api_error.h"
+#include "serve/json_fields.h"
 #include "serve/tool_schema.h"
 
 namespace tps {
@@ -94,7 +95,8 @@ std::string text_of(const json& content, const std::string& param) {
   if (!content.is_array()) throw bad(param, "'content' must be a string or an array of text parts");
   std::string out;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || string_field(part, "type") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       throw bad(param, "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
     out += part["text"].get<std::string>();
   }
@@ -141,7 +143,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   // turns' reasoning is dropped, as harmony asks.
   size_t last_user = 0;
   for (size_t i = 0; i < messages.size(); ++i)
-    if (messages[i].is_object() && messages[i].value("role", "") == "user") last_user = i;
+    if (messages[i].is_object() && string_field(messages[i], "role") == "user") last_user = i;
   std::map<std::string, std::string> tool_names;  // tool_call_id -> function name
   std::string last_call;
   for (size_t i = 0; i < messages.size(); ++i) {

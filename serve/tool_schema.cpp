@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "serve/api_error.h"
+#include "serve/json_fields.h"
 
 namespace tps {
 
@@ -47,7 +48,7 @@ std::string type_of(const json& schema, const std::string& indent) {
     for (const json& v : schema["type"])
       if (v.is_string()) t += (t.empty() ? "" : " | ") + type_of(json{{"type", v}}, indent);
   } else {
-    const std::string type = schema.value("type", "");
+    const std::string type = string_field(schema, "type");
     if (type == "string")
       t = "string";
     else if (type == "number" || type == "integer")
@@ -63,7 +64,7 @@ std::string type_of(const json& schema, const std::string& indent) {
     else
       t = "any";
   }
-  if (schema.value("nullable", false)) t += " | null";
+  if (bool_field(schema, "nullable", false)) t += " | null";
   return t;
 }
 
@@ -73,7 +74,7 @@ std::string render_functions(const json& tools) {
   if (!tools.is_array()) throw ApiError(400, "'tools' must be an array of function tools", "tools");
   std::string out;
   for (const json& tool : tools) {
-    if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
+    if (!tool.is_object() || string_field(tool, "type") != "function" || !tool.contains("function") ||
         !tool["function"].is_object())
       throw ApiError(400, "each tool must be {\"type\": \"function\", \"function\": {...}}", "tools");
     const json& f = tool["function"];

@@ -84,6 +84,14 @@ TEST(ApiRequest, RefusesWhatIsWrongByName) {
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"})", 400,
                  "reasoning_effort", "'max'");
   expect_refused(R"([1, 2])", 400, "", "JSON object");
+  // Members of another type are refused by name, never a type_error (a 500;
+  // found by tests/fuzz/request_fuzz.cpp): a role that is an object, a content
+  // part whose type is a number, a tool whose type is a list.
+  expect_refused(R"({"messages": [{"role": "user", "content": "w"}, {"role": {"name": "f"}}]})", 400, "messages[1]",
+                 "'role'");
+  expect_refused(R"({"messages": [{"role": "user", "content": [{"type": 1, "text": "x"}]}]})", 400,
+                 "messages[0].content", "only text");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": [1]}]})", 400, "tools", "");
 }
 
 TEST(ApiRequest, RendersTheConversationAsHarmonyKeepsIt) {

@@ -1,0 +1,23 @@
+// The o200k_harmony tokenizer the text fuzz targets share, built once from
+// tiktoken's ranks (TPS_O200K_JSON, which scripts/install-deps fetches).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "engine/text/o200k_vocab.h"
+#include "engine/text/tokenizer.h"
+
+namespace tps::fuzz {
+
+inline const Tokenizer& tokenizer() {
+  static const Tokenizer t = [] {
+    const Vocab v = build_o200k_harmony_vocab(TPS_O200K_JSON);
+    std::vector<std::string_view> tokens(v.tokens.begin(), v.tokens.end());
+    std::vector<std::string_view> merges(v.merges.begin(), v.merges.end());
+    return Tokenizer(tokens, v.token_types, merges);
+  }();
+  return t;
+}
+
+}  // namespace tps::fuzz
