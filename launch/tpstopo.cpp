@@ -32,24 +32,36 @@ struct Options {
   std::string model;
   tps::GeneratorOptions kv;  // tpsrun's options that size the KV pool
   std::string kv_size;
+  int hosts = 1;         // the plan's hosts, each this machine
+  double node_gbps = 0;  // read bandwidth of a NUMA node, for the projection; 0: none
 };
 
 // What each rank would hold of a model in each split mode -- its weights and
 // the KV pool tpsrun would give it with these options -- and whether that
 // fits the memory of the rank's NUMA node (on this host what it has available:
-// free plus droppable file pages; for a described machine, its total). Ranks
-// that share a node share its memory.
+// free plus droppable file pages; for a described machine, its total), over
+// `hosts` hosts each like this machine (ranks in host order). Ranks that
+// share a node share its memory and its bandwidth. With node_gbps, the
+// decode rate one sequence could reach if reading the weights were all its
+// time: the slowest node's reads (cut inside layers, nodes read at once) or
+// every stage's reads in turn (a pipeline); exchanges not counted.
 nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const std::string& path,
-                         tps::GeneratorOptions kv, const std::string& kv_size) {
+                         tps::GeneratorOptions kv, const std::string& kv_size, int hosts, double node_gbps) {
   using namespace tps;
   GgufFile f = GgufFile::open(path);
   ModelConfig c = read_model_config(f);
   ModelShape shape = model_shape(f, c);
-  const int ranks = static_cast<int>(plan.ranks.size());
+  const int per_host = static_cast<int>(plan.ranks.size()), ranks = per_host * hosts;
+  // Rank r runs on host r / per_host, node plan.ranks[r % per_host].numa_node.
+  auto same_node = [&](int q, int r) {
+    return q / per_host == r / per_host && plan.ranks[q % per_host].numa_node == plan.ranks[r % per_host].numa_node;
+  };
   nlohmann::json j = {{"file", path},
                       {"weight_bytes", shape.total()},
                       {"layers", c.n_layer},
                       {"memory", m.is_this_host ? "available" : "total"},
+                      {"hosts", hosts},
+                      {"node_gbps", node_gbps},
                       {"kv_options",
                        {{"context", kv.context},
                         {"sequences", kv.max_sequences},
@@ -68,16 +80,22 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
       pools[r] = scheduler_options(kv, c, shard);
       kv_bytes[r] = kv_pool_bytes(pools[r], c, shard);
     }
+    double token_seconds = 0;  // cut inside layers: the slowest node's; a pipeline: every stage's
     for (int r = 0; r < ranks; ++r) {
-      const NumaNode& node = m.numa_nodes[plan.ranks[r].numa_node];
+      const NumaNode& node = m.numa_nodes[plan.ranks[r % per_host].numa_node];
       uint64_t available = m.is_this_host ? node_available_bytes(node.os_index) : node.memory_bytes;
-      uint64_t on_node = 0;
+      uint64_t on_node = 0, node_reads = 0;
       for (int q = 0; q < ranks; ++q)
-        if (plan.ranks[q].numa_node == plan.ranks[r].numa_node) on_node += shares[q].bytes + kv_bytes[q];
+        if (same_node(q, r)) on_node += shares[q].bytes + kv_bytes[q], node_reads += shares[q].read_bytes;
+      const double seconds =
+          static_cast<double>(mode == SplitMode::layers ? shares[r].read_bytes : node_reads) / (node_gbps * 1e9);
+      token_seconds = mode == SplitMode::layers ? token_seconds + seconds : std::max(token_seconds, seconds);
       auto range = [](const Range& x) { return nlohmann::json::array({x.begin, x.end}); };
       const RankShare& sh = shares[r];
       out["ranks"].push_back({{"rank", r},
+                              {"host", r / per_host},
                               {"bytes", sh.bytes},
+                              {"read_bytes_per_token", sh.read_bytes},
                               {"kv_bytes", kv_bytes[r]},
                               {"kv_positions", pools[r].full_blocks * kKvBlock},
                               {"layers", range(sh.layers)},
@@ -91,6 +109,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
                               {"node_memory_bytes", available},
                               {"fits", on_node <= available}});
     }
+    if (node_gbps > 0) out["projected_tokens_per_s"] = 1 / token_seconds;
   }
   return j;
 }
@@ -100,17 +119,24 @@ std::string model_fit_text(const nlohmann::json& j) {
   using tps::format_bytes;
   const nlohmann::json& kv = j["kv_options"];
   const std::string kv_size = kv["kv_size"].get<std::string>();
-  std::string s = cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights in ",
-                      j["layers"].get<int>(), " layers; what each rank holds, by split mode, with the KV pool for ",
-                      kv["sequences"].get<int>(), " sequence(s) of ", kv["context"].get<int>(), " positions",
-                      kv_size.empty() ? "" : " (--kv-size " + kv_size + ")", " (node memory is ",
-                      j["memory"].get<std::string>(), " memory):\n");
+  const int hosts = j["hosts"].get<int>();
+  std::string s =
+      cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights in ",
+          j["layers"].get<int>(), " layers; what each rank holds, by split mode, with the KV pool for ",
+          kv["sequences"].get<int>(), " sequence(s) of ", kv["context"].get<int>(), " positions",
+          kv_size.empty() ? "" : " (--kv-size " + kv_size + ")", " (node memory is ", j["memory"].get<std::string>(),
+          " memory)", hosts > 1 ? cat(", on ", hosts, " such hosts") : "", ":\n");
   for (const auto& [mode, split] : j["splits"].items()) {
+    if (split.contains("projected_tokens_per_s"))
+      s += cat("  ", mode, ": one sequence decodes at most ",
+               static_cast<int64_t>(split["projected_tokens_per_s"].get<double>() * 10) / 10.0, " tok/s at ",
+               j["node_gbps"].get<double>(), " GB/s a node (weights read; exchanges not counted)\n");
     for (const auto& r : split["ranks"]) {
       s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (",
                r["holds"].get<std::string>(), ") + KV pool ", format_bytes(r["kv_bytes"]), " (",
-               r["kv_positions"].get<int>(), " positions); node ", r["numa_node_os_index"].get<int>(), ": ",
-               r["fits"].get<bool>() ? "fits" : "does NOT fit");
+               r["kv_positions"].get<int>(), " positions), reads ", format_bytes(r["read_bytes_per_token"]),
+               " a token; ", hosts > 1 ? cat("host ", r["host"].get<int>(), " ") : "", "node ",
+               r["numa_node_os_index"].get<int>(), ": ", r["fits"].get<bool>() ? "fits" : "does NOT fit");
       for (size_t i = 0; i < r["idle"].size(); ++i) s += cat(i ? ", " : "; holds no ", r["idle"][i].get<std::string>());
       s += "\n";
     }
@@ -131,7 +157,7 @@ int run(const Options& o) {
     plan = plan_placement(m, std::max(ranks, 1), o.threads);
   }
   nlohmann::json fit;
-  if (!o.model.empty()) fit = model_fit(m, *plan, o.model, o.kv, o.kv_size);
+  if (!o.model.empty()) fit = model_fit(m, *plan, o.model, o.kv, o.kv_size, o.hosts, o.node_gbps);
   std::vector<BandwidthResult> bw;
   if (o.bandwidth && o.bandwidth_mib > 0)
     for (const NumaNode& n : m.numa_nodes) {
@@ -210,6 +236,15 @@ int main(int argc, char** argv) {
       ->needs(model)
       ->capture_default_str();
   app.add_option("--kv-size", o.kv_size, "with --model: tpsrun's --kv-size")->needs(model);
+  app.add_option("--hosts", o.hosts, "with --model: plan for this many hosts like this machine (ranks in host order)")
+      ->check(CLI::Range(1, 1024))
+      ->needs(model)
+      ->capture_default_str();
+  app.add_option("--node-gbps", o.node_gbps,
+                 "with --model: a NUMA node's read bandwidth in GB/s (e.g. tpstopo --bandwidth's triad), to project "
+                 "the decode rate of one sequence in each split")
+      ->check(CLI::Range(0.001, 1e6))
+      ->needs(model);
   tps::add_version_flag(app, [] { return "hwloc: " + tps::hwloc_version(); });
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   tps::log_configure("tpstopo", tps::LogLevel::info);

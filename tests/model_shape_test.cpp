@@ -62,6 +62,29 @@ TEST(SplitLayers, BalancedContiguousRanges) {
   EXPECT_EQ(reads[1].bytes, 9 * 100u + 200);  // bytes held: its blocks and the head
 }
 
+// What a decoded token reads, split: every rank reads the norms, routers
+// and one embedding row; the rest is cut, so the shares add up to one
+// token's reads plus those copies. A pipeline's stages add up exactly.
+TEST(PlanSplit, ReadBytesAddUpToAToken) {
+  ModelShape s = shape_20b();
+  s.input_read_bytes = 2880 * 34 / 32;  // one Q8_0 row
+  s.output_read_bytes = s.output_bytes;
+  s.layer_read_bytes.assign(24, (s.attention_bytes + s.replicated_bytes + s.expert_bytes * 4 / 32) / 24);
+  uint64_t token = s.input_read_bytes + s.output_read_bytes;
+  for (uint64_t b : s.layer_read_bytes) token += b;
+  for (SplitMode mode : {SplitMode::layers, SplitMode::experts, SplitMode::tensor}) {
+    for (int ranks : {1, 2, 4, 8}) {
+      uint64_t sum = 0;
+      for (const RankShare& x : plan_split(s, mode, ranks)) sum += x.read_bytes;
+      const uint64_t copies = mode == SplitMode::layers ? 0 : (ranks - 1) * (s.input_read_bytes + s.replicated_bytes);
+      EXPECT_NEAR(double(sum), double(token + copies), 1e-6 * double(token)) << split_mode_name(mode) << " x" << ranks;
+    }
+  }
+  // Two tensor ranks read about half a token each.
+  const std::vector<RankShare> two = plan_split(s, SplitMode::tensor, 2);
+  EXPECT_NEAR(double(two[0].read_bytes), double(token) / 2, 0.02 * double(token));
+}
+
 TEST(PlanSplit, SharesCoverEverythingOnce) {
   ModelShape s = shape_20b();
   for (SplitMode mode : {SplitMode::experts, SplitMode::tensor}) {

@@ -115,6 +115,32 @@ TEST(Tpstopo, BadInputIsOneLineAndExitCode2) {
   expect_usage_error("--no-such-flag", "--no-such-flag");
 }
 
+// Plans on more hosts and the projected decode rate: cut inside layers the
+// nodes read at once, a pipeline's stages one after another, so on 2 nodes
+// tensor projects about twice layers; 2 hosts of 2 nodes: 4 ranks, host 1
+// holding ranks 2 and 3, every rank reading its share of a token.
+TEST(Tpstopo, ModelPlansAcrossHostsWithProjection) {
+  auto r = run_tool(tpstopo("--synthetic 'pack:2 numa:1 core:2 pu:1' --hosts 2 --node-gbps 20 --model " +
+                            std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json m = json::parse(r.out)["model"];
+  EXPECT_EQ(m["hosts"], 2);
+  json tensor = m["splits"]["tensor"], layers = m["splits"]["layers"];
+  ASSERT_EQ(tensor["ranks"].size(), 4u);
+  EXPECT_EQ(tensor["ranks"][2]["host"], 1);
+  uint64_t reads = 0;
+  for (const json& x : layers["ranks"]) reads += x["read_bytes_per_token"].get<uint64_t>();
+  // A pipeline reads one token's weights in turn: 20 GB/s over all of them.
+  EXPECT_NEAR(layers["projected_tokens_per_s"].get<double>(), 20e9 / double(reads), 1e-6 * 20e9 / double(reads));
+  const double ratio = tensor["projected_tokens_per_s"].get<double>() / layers["projected_tokens_per_s"].get<double>();
+  EXPECT_GT(ratio, 2.0);  // 4 nodes reading at once, less what every rank reads whole
+  EXPECT_LT(ratio, 4.0);
+  auto text = run_tool(tpstopo("--synthetic 'pack:2 numa:1 core:2 pu:1' --node-gbps 20 --model " +
+                               std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf"));
+  EXPECT_NE(text.out.find("tensor: one sequence decodes at most "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" a token; node "), std::string::npos) << text.out;
+}
+
 TEST(Tpstopo, HelpDescribesEveryOption) {
   auto r = run_tool(tpstopo("--help"));
   EXPECT_EQ(r.exit_code, 0);

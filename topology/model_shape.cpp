@@ -80,12 +80,19 @@ std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks
       x.ff = {0, s.ff};
       x.vocab = r == ranks - 1 ? Range{0, s.vocab} : Range{0, 0};  // the last rank's head
       x.bytes = ranges[r].bytes;
+      for (int l = x.layers.begin; l < x.layers.end && l < static_cast<int>(s.layer_read_bytes.size()); ++l)
+        x.read_bytes += s.layer_read_bytes[l];  // a shape without reads (a test's) reads none
+      x.read_bytes += (r == 0 ? s.input_read_bytes : 0) + (x.vocab.size() ? s.output_read_bytes : 0);
     }
     return out;
   }
   auto part = [](uint64_t bytes, int64_t share, int64_t whole) {
     return whole > 0 ? static_cast<uint64_t>(static_cast<double>(bytes) * share / whole) : 0;
   };
+  // What a token reads of the experts: the routed share, all layers.
+  uint64_t layers_read = 0;
+  for (uint64_t b : s.layer_read_bytes) layers_read += b;
+  const uint64_t experts_read = layers_read - std::min(layers_read, s.attention_bytes + s.replicated_bytes);
   for (int r = 0; r < ranks; ++r) {
     RankShare& x = out[r];
     x.layers = {0, layers};
@@ -102,6 +109,10 @@ std::vector<RankShare> plan_split(const ModelShape& s, SplitMode mode, int ranks
               part(s.output_bytes, x.vocab.size(), s.vocab) +
               (mode == SplitMode::experts ? part(s.expert_bytes, x.experts.size(), s.experts)
                                           : part(s.expert_bytes, x.ff.size(), s.ff));
+    x.read_bytes = s.input_read_bytes + s.replicated_bytes + part(s.attention_bytes, x.kv_heads.size(), s.kv_heads) +
+                   part(s.output_read_bytes, x.vocab.size(), s.vocab) +
+                   (mode == SplitMode::experts ? part(experts_read, x.experts.size(), s.experts)
+                                               : part(experts_read, x.ff.size(), s.ff));
   }
   return out;
 }

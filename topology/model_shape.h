@@ -76,6 +76,11 @@ struct RankShare {
   Range ff;            // tensor mode: expert features, whole blocks of 32
   Range vocab;         // output rows (chunks of kVocabGranule)
   uint64_t bytes = 0;  // weights the rank holds (embeddings on every rank)
+  // Weight bytes one decoded token reads on the rank: of its layers (a
+  // pipeline), or its share of every layer's attention, routed experts (in
+  // experts mode the expected share) and head, and all of the norms and
+  // routers; one embedding row where it holds the embeddings.
+  uint64_t read_bytes = 0;
 };
 // Every rank's share. Counts that do not divide evenly give uneven shares;
 // more ranks than units of a part leave some ranks without any of it (they
