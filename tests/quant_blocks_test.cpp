@@ -163,6 +163,16 @@ TEST(QuantBlocks, Mxfp4LayoutAndScale) {
     EXPECT_EQ(out[0], std::ldexp(0.5f, e - 127)) << int{e};
     EXPECT_EQ(out[31], std::ldexp(-6.0f, e - 127)) << int{e};
   }
+  // Every E2M1 code against the OCP MX table, -0 (code 8) included: codes
+  // j in element j and 16 + j, scale 2^0.
+  const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  b.e = 127;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | j << 4);
+  dequantize_row(GgmlType::MXFP4, reinterpret_cast<const uint8_t*>(&b), out, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], e2m1[j]) << "code " << j;
+    EXPECT_EQ(out[16 + j], e2m1[j]) << "code " << j;
+  }
 }
 
 TEST(QuantBlocks, Mxfp4Quantizer) {
