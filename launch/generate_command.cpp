@@ -149,13 +149,14 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   const double seconds = seconds_since(t0);
   int stopped_by = root ? stop_signal() : 0;  // rank 0's word: the others may see the signal later or not at all
   r.exchange.broadcast(&stopped_by, sizeof stopped_by, 0);
-  auto finish = [stopped_by] {
-    if (stopped_by != 0) throw Error(cat("stopped by SIG", sigabbrev_np(stopped_by)), 128 + stopped_by);
+  const std::string signal_name = stopped_by ? cat("SIG", sigabbrev_np(stopped_by)) : "";
+  auto finish = [&] {
+    if (stopped_by != 0) throw Error("stopped by " + signal_name, 128 + stopped_by);
     return 0;
   };
   if (root && stopped_by != 0)
     for (auto& [id, f] : seqs)
-      if (!f.text.done()) f.text.finish(cat("SIG", sigabbrev_np(stopped_by)));
+      if (!f.text.done()) f.text.finish(signal_name);
 
   // Every rank's share, its decode steps' time apart.
   const Generator::Stats& gs = gen.stats();
