@@ -14,8 +14,7 @@
 
 namespace tps {
 
-RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
-  const GgufFile file = GgufFile::open(o.model);
+RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file) {
   const ModelConfig c = read_model_config(file);
   if (static_cast<uint32_t>(o.ctx) > c.n_ctx_train)
     throw InputError(cat("--ctx ", o.ctx, ": more than the model's context length of ", c.n_ctx_train, " positions (",

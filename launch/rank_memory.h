@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "engine/gguf/gguf_reader.h"
 #include "launch/rank_setup.h"
 #include "launch/run_options.h"
 #include "runtime/mpi_session.h"
@@ -21,8 +22,10 @@ struct RankMemory {
   uint64_t total() const { return weights + kv + buffers + exchange; }
 };
 
-// Also refuses --ctx beyond the model's context length. Throws InputError
-// naming the options to change when the rank's total is more than available.
-RankMemory check_rank_memory(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
+// From the opened model file's header. Also refuses --ctx beyond the model's
+// context length. Throws InputError naming the options to change when the
+// rank's total is more than available.
+RankMemory check_rank_memory(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup,
+                             const GgufFile& file);
 
 }  // namespace tps

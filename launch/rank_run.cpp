@@ -1,6 +1,7 @@
 #include "launch/rank_run.h"
 
 #include <cstdio>
+#include <utility>
 
 #include "launch/progress_line.h"
 #include "runtime/error.h"
@@ -26,11 +27,25 @@ ThreadPool make_pool(int threads, const std::vector<int>& pus) {
   });
 }
 
-Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
+// Every rank on a host must map the same file: one replaced while the ranks
+// start would give them different models. Once this collective returns,
+// every rank on the host has opened the file, so what each found in the page
+// cache is what the host had before tps read any of it.
+GgufFile open_model(const RunOptions& o, const MpiSession& mpi) {
+  GgufFile file = GgufFile::open(o.model);
+  std::string identity;
+  for (int p = 0; p < file.parts(); ++p) identity += file.part(p).mapping().identity() + ";";
+  if (!mpi.same_on_host(identity))
+    throw InputError(cat(o.model, ": the ranks on one host opened different files (it was replaced while they ",
+                         "started); start again"));
+  return file;
+}
+
+Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool, GgufFile file) {
   // Rank 0 shows its own progress on models of a GB or more; the others
   // load alongside.
   ProgressLine progress(cat("loading ", o.model));
-  return load_model(o.model, pool, choose_split(o), mpi.rank(), mpi.size(), [&](uint64_t done, uint64_t total) {
+  return load_model(std::move(file), pool, choose_split(o), mpi.rank(), mpi.size(), [&](uint64_t done, uint64_t total) {
     if (mpi.rank() == 0 && total >= (1ull << 30)) progress.update(done, total);
   });
 }
@@ -38,9 +53,13 @@ Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool) {
 }  // namespace
 
 RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0)
-    : memory(check_rank_memory(o, mpi, setup)),
+    : RankRun(o, mpi, setup, t0, open_model(o, mpi)) {}
+
+RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0,
+                 GgufFile file)
+    : memory(check_rank_memory(o, mpi, setup, file)),
       pool(make_pool(setup.binding.threads, setup.thread_pus)),
-      model(load(o, mpi, pool)),
+      model(load(o, mpi, pool, std::move(file))),
       exchange(mpi, o.exchange, static_cast<size_t>(o.batch) * model.config.n_embd),
       load_seconds(seconds_since(t0)),
       numa_node(setup.machine.numa_nodes.at(setup.binding.numa_node).os_index) {

@@ -39,6 +39,10 @@ struct RankRun {
   bool pipeline() const { return shard().mode == SplitMode::layers; }
   int last_rank() const { return shard().ranks - 1; }
   SessionOptions session_options(const RunOptions& options, int ctx) const;
+
+ private:
+  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0,
+          GgufFile file);
 };
 
 }  // namespace tps

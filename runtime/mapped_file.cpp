@@ -1,6 +1,8 @@
 #include "runtime/mapped_file.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -15,31 +18,47 @@
 
 namespace tps {
 
+namespace {
+
+std::string identity_of(const struct stat& st) {
+  return cat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+}
+
+size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+}  // namespace
+
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: a FIFO given as a file must not wait for a writer; a
   // regular file reads the same with it.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw InputError(cat(path, ": cannot open: ", std::strerror(errno)));
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) throw InputError(cat(path, ": cannot open: ", std::strerror(errno)));
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
+  if (fstat(fd_, &st) != 0) {
     int err = errno;
-    ::close(fd);
+    ::close(fd_);
     throw InputError(cat(path, ": cannot stat: ", std::strerror(err)));
   }
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
+    ::close(fd_);
     throw InputError(cat(path, ": not a regular file"));
   }
+  identity_ = identity_of(st);
   size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (size_ == 0) return;
+  void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+  if (p == MAP_FAILED) {
     int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) throw Error(cat(path, ": cannot map: ", std::strerror(err)));
-    data_ = static_cast<const uint8_t*>(p);
-    owned_ = true;
-  } else {
-    ::close(fd);
+    ::close(fd_);
+    throw Error(cat(path, ": cannot map: ", std::strerror(err)));
+  }
+  data_ = static_cast<const uint8_t*>(p);
+  owned_ = true;
+  // What the page cache holds of the file before this process reads it.
+  std::vector<unsigned char> in((size_ + page_size() - 1) / page_size());
+  if (mincore(p, size_, in.data()) == 0) {
+    cached_at_open_.resize(in.size());
+    for (size_t i = 0; i < in.size(); ++i) cached_at_open_[i] = in[i] & 1;  // the other bits are reserved
   }
 }
 
@@ -48,12 +67,27 @@ MappedFile::MappedFile(const uint8_t* data, size_t size, std::string name)
 
 MappedFile::~MappedFile() {
   if (owned_ && data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : path_(std::move(o.path_)), data_(o.data_), size_(o.size_), owned_(o.owned_) {
+    : path_(std::move(o.path_)),
+      data_(o.data_),
+      size_(o.size_),
+      owned_(o.owned_),
+      fd_(o.fd_),
+      identity_(std::move(o.identity_)),
+      cached_at_open_(std::move(o.cached_at_open_)) {
   o.data_ = nullptr;
   o.owned_ = false;
+  o.fd_ = -1;
+}
+
+std::string MappedFile::identity() const { return identity_; }
+
+bool MappedFile::changed_on_disk() const {
+  struct stat st {};
+  return fd_ >= 0 && (fstat(fd_, &st) != 0 || identity_of(st) != identity_);
 }
 
 namespace {
@@ -62,7 +96,7 @@ namespace {
 void advise(const uint8_t* base, size_t size, size_t offset, size_t bytes, int how) {
   if (!base || offset >= size) return;
   bytes = std::min(bytes, size - offset);
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t page = page_size();
   uintptr_t begin = reinterpret_cast<uintptr_t>(base + offset) & ~(page - 1);
   uintptr_t end = reinterpret_cast<uintptr_t>(base + offset + bytes);
   madvise(reinterpret_cast<void*>(begin), end - begin, how);
@@ -72,15 +106,12 @@ void advise(const uint8_t* base, size_t size, size_t offset, size_t bytes, int h
 void MappedFile::read_into_page_cache(size_t offset, size_t bytes) const {
   if (!owned_ || offset >= size_) return;
   const size_t end = offset + std::min(bytes, size_ - offset);
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
   std::vector<uint8_t> buffer(1 << 20);
   for (size_t at = offset; at < end;) {
-    const ssize_t got = pread(fd, buffer.data(), std::min(buffer.size(), end - at), static_cast<off_t>(at));
+    const ssize_t got = pread(fd_, buffer.data(), std::min(buffer.size(), end - at), static_cast<off_t>(at));
     if (got <= 0) break;
     at += static_cast<size_t>(got);
   }
-  ::close(fd);
 }
 
 void MappedFile::advise_dontneed(size_t offset, size_t bytes) const {
@@ -88,14 +119,58 @@ void MappedFile::advise_dontneed(size_t offset, size_t bytes) const {
 }
 
 void MappedFile::drop_page_cache(size_t offset, size_t bytes) const {
-  // (A length of 0 would tell fadvise "to the end of the file".)
   if (!owned_ || offset >= size_ || bytes == 0) return;
-  advise_dontneed(offset, bytes);  // this process's pages first, or the cache keeps them
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(std::min(bytes, size_ - offset)),
-                POSIX_FADV_DONTNEED);
-  ::close(fd);
+  const size_t page = page_size(), end = offset + std::min(bytes, size_ - offset);
+  // Whole pages only: a page shared with a neighbouring range the caller
+  // keeps stays.
+  const size_t first = (offset + page - 1) / page, last = end == size_ ? cached_at_open_.size() : end / page;
+  for (size_t p = first; p < last;) {
+    if (p < cached_at_open_.size() && cached_at_open_[p]) {
+      ++p;
+      continue;
+    }
+    size_t q = p;
+    while (q < last && !(q < cached_at_open_.size() && cached_at_open_[q])) ++q;
+    // This process's pages first, or the cache keeps them. (A length of 0
+    // would tell fadvise "to the end of the file": q > p here.)
+    advise_dontneed(p * page, (q - p) * page);
+    posix_fadvise(fd_, static_cast<off_t>(p * page), static_cast<off_t>((q - p) * page), POSIX_FADV_DONTNEED);
+    p = q;
+  }
+}
+
+namespace {
+
+// The jump of the read_mapping running on this thread; null elsewhere.
+thread_local sigjmp_buf* t_read_jump = nullptr;
+
+void on_sigbus(int sig) {
+  if (t_read_jump) siglongjmp(*t_read_jump, 1);
+  signal(sig, SIG_DFL);  // not inside read_mapping: the default action
+  raise(sig);
+}
+
+}  // namespace
+
+bool read_mapping(const std::function<void()>& read) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, nullptr);
+  });
+  sigjmp_buf jump;
+  // (Saving the signal mask: the jump leaves the handler, where SIGBUS is
+  // blocked; a later SIGBUS blocked would kill the process.)
+  if (sigsetjmp(jump, 1) != 0) {
+    t_read_jump = nullptr;
+    return false;
+  }
+  t_read_jump = &jump;
+  read();
+  t_read_jump = nullptr;
+  return true;
 }
 
 std::string read_text_file(const std::string& path, uint64_t max_bytes) {

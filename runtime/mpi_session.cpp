@@ -71,6 +71,17 @@ std::vector<std::string> MpiSession::gather_to_root(const std::string& text) con
   return out;
 }
 
+bool MpiSession::same_on_host(const std::string& text) const {
+  int len = static_cast<int>(text.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, node_comm_);
+  std::string first = text;
+  first.resize(static_cast<size_t>(len));
+  MPI_Bcast(first.data(), len, MPI_CHAR, 0, node_comm_);
+  int same = first == text, all = 0;
+  MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return all != 0;
+}
+
 namespace {
 void print_line(const std::string& line) {
   std::fwrite(line.data(), 1, line.size(), stderr);

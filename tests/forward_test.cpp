@@ -44,7 +44,7 @@ struct Engine {
   Exchange alone;
   Session session;
   Engine(const std::string& path, int threads, const SessionOptions& o, Isa isa)
-      : pool(threads), model(load_model(path, pool)), session(model, with_isa(o, isa), pool, alone) {}
+      : pool(threads), model(load_model(GgufFile::open(path), pool)), session(model, with_isa(o, isa), pool, alone) {}
 };
 
 // At one position: the largest |delta log-probability| over the reference's
@@ -172,7 +172,7 @@ TEST(Forward, ContextLimitIsAClearError) {
 // what the pass then allocates (malloc's count of bytes in use).
 TEST(Forward, BufferBytesAreWhatThePassAllocates) {
   ThreadPool pool(2);
-  Model m = load_model(model_path("small"), pool);
+  Model m = load_model(GgufFile::open(model_path("small")), pool);
   Exchange alone;
   auto in_use = [] {
     const struct mallinfo2 i = mallinfo2();

@@ -96,7 +96,7 @@ std::vector<std::vector<Step>> together(const Model& m, ThreadPool& pool, const 
 void expect_batched_as_alone(const std::string& preset) {
   SCOPED_TRACE(preset);
   ThreadPool pool(2);
-  Model m = load_model(model_path(preset), pool);
+  Model m = load_model(GgufFile::open(model_path(preset)), pool);
   // Lengths around the block size (16), the step budget and the window
   // (tiny 16, small 32).
   const std::vector<std::vector<int32_t>> prompts = {prompt(5, 1), prompt(40, 2), prompt(17, 3), prompt(1, 4),
@@ -119,7 +119,7 @@ TEST(Generator, BatchedSequencesAsAloneSmall) { expect_batched_as_alone("small")
 
 TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
   ThreadPool pool(2);
-  Model m = load_model(model_path("small"), pool);
+  Model m = load_model(GgufFile::open(model_path("small")), pool);
   // A shared "system prompt" of 50 tokens (3 whole blocks), then each its own.
   std::vector<int32_t> system = prompt(50, 9), a = system, b = system, c = system;
   for (int32_t t : prompt(7, 10)) a.push_back(t);
@@ -145,7 +145,7 @@ TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
 // waiting, its blocks go back, and the others' tokens do not change.
 TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {
   ThreadPool pool(2);
-  Model m = load_model(model_path("tiny"), pool);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
   const std::vector<int32_t> a = prompt(20, 1), b = prompt(9, 2), c = prompt(30, 3), d = prompt(5, 4);
   const int n = 12;
   GeneratorOptions o;

@@ -2,9 +2,8 @@
 
 namespace tps {
 
-Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode, int rank, int ranks,
+Model load_model(GgufFile file, ThreadPool& pool, SplitMode mode, int rank, int ranks,
                  const std::function<void(uint64_t, uint64_t)>& progress) {
-  GgufFile file = GgufFile::open(path);
   ModelConfig config = read_model_config(file);
   check_vector_tensors(file, config);
   Tokenizer tokenizer = Tokenizer::from_gguf(file);

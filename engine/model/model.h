@@ -23,10 +23,11 @@ struct Model {
   Tokenizer tokenizer;
 };
 
-// Opens and checks the file, takes rank `rank` of `ranks`'s shard in `mode`
+// Checks the opened file, takes rank `rank` of `ranks`'s shard in `mode`
 // (the whole model for one rank) and copies it in on the pool's threads.
-// progress(done, total) is called as the bytes are copied.
-Model load_model(const std::string& path, ThreadPool& pool, SplitMode mode = SplitMode::tensor, int rank = 0,
-                 int ranks = 1, const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+// progress(done, total) is called as the bytes are copied. Throws
+// InputError naming the file when it changes on disk meanwhile.
+Model load_model(GgufFile file, ThreadPool& pool, SplitMode mode = SplitMode::tensor, int rank = 0, int ranks = 1,
+                 const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 }  // namespace tps

@@ -6,6 +6,7 @@
 #include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/packed_rows.h"
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 
 namespace tps {
 
@@ -16,6 +17,11 @@ Shard plan_shard(const ModelShape& shape, SplitMode mode, int rank, int ranks) {
 }
 
 namespace {
+
+InputError changed_while_loading(const MappedFile& file) {
+  return InputError(cat(file.path(), ": changed on disk while loading (truncated or rewritten by another program); ",
+                        "start again once it is complete"));
+}
 
 // `count` pieces of `bytes` (whole rows of `cols` values of `type`),
 // `stride` apart in the file (a split model's `part`) from file offset src,
@@ -195,7 +201,8 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
       int64_t at = 0;  // bytes of the batch before run i
       for (size_t i = first; i < last; at += runs[i].total(), ++i) {
         if (at < begin || at >= end) continue;  // each run goes to one thread
-        runs[i].copy(mapping(runs[i]).data(), out.memory.data());
+        const MappedFile& m = mapping(runs[i]);
+        if (!read_mapping([&] { runs[i].copy(m.data(), out.memory.data()); })) throw changed_while_loading(m);
       }
     });
     for (size_t i = first; i < last; ++i)
@@ -214,6 +221,9 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
       file.part(embd.part).mapping().read_into_page_cache(embd.offset + begin, end - begin);
     });
   }
+  // Rewritten in place while the copies were made: they may mix two files.
+  for (int p = 0; p < file.parts(); ++p)
+    if (file.part(p).mapping().changed_on_disk()) throw changed_while_loading(file.part(p).mapping());
   return out;
 }
 

@@ -14,6 +14,7 @@ namespace tps {
 ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& pool, Exchange& exchange)
     : c_(m.config),
       w_(m.weights.views),
+      embd_file_(m.file.part(m.file.tensor("token_embd.weight").part).mapping()),
       shard_(m.shard),
       opt_(o),
       pool_(pool),
@@ -82,7 +83,12 @@ void ForwardPass::run(const Batch& batch, KvPool& kv, float* logits) {
 
   Stopwatch clock;
   if (shard_.first_stage()) {
-    for (int t = 0; t < n; ++t) dequantize_row(w_.embd.type, w_.embd.row(batch.tokens[t]), x_.data() + t * d, d);
+    const bool read = read_mapping([&] {
+      for (int t = 0; t < n; ++t) dequantize_row(w_.embd.type, w_.embd.row(batch.tokens[t]), x_.data() + t * d, d);
+    });
+    if (!read)
+      throw InputError(cat(embd_file_.path(), ": truncated on disk while in use (by another program): ",
+                           "token embeddings can no longer be read"));
   } else {
     exchange_.recv(x_.data(), n * d * sizeof(float), shard_.rank - 1);
     clock.lap(timings_.exchange);

@@ -34,6 +34,7 @@
 #include "engine/step/rope.h"
 #include "engine/step/step_timings.h"
 #include "runtime/exchange.h"
+#include "runtime/mapped_file.h"
 #include "runtime/thread_pool.h"
 
 namespace tps {
@@ -81,6 +82,7 @@ class ForwardPass {
 
   const ModelConfig& c_;
   const ModelWeights& w_;
+  const MappedFile& embd_file_;  // the embeddings are read from the mapping
   const Shard& shard_;
   ForwardOptions opt_;
   ThreadPool& pool_;
