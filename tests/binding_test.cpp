@@ -27,6 +27,17 @@ TEST(Binding, UnboundProcessFollowsThePlan) {
   EXPECT_EQ(d.reason, "tps placement");
 }
 
+TEST(Binding, MemoryIsBoundToTheNodeTheKernelNumbers) {
+  // Nodes 1 and 3 hold the cores; node 0 has memory only. hwloc lists them
+  // 1, 3, 0: positions and the kernel's numbers differ.
+  Machine m = load_machine_xml(TPS_TEST_DATA "/sparse-node-numbers.xml");
+  PlacementPlan plan = plan_placement(m, 2);
+  const LaunchBinding alone;
+  EXPECT_EQ(memory_node_os_index(m, decide_binding(m, plan.ranks[0], alone, 0)), 1);
+  EXPECT_EQ(memory_node_os_index(m, decide_binding(m, plan.ranks[1], alone, 0)), 3);
+  EXPECT_EQ(memory_node_os_index(m, BindingDecision{}), -1);
+}
+
 TEST(Binding, MpirunDefaultBindingIsReplaced) {
   // mpirun -np 2 without --bind-to binds rank 1 to core 1: on socket 0.
   Machine m = bound_machine({1});

@@ -165,6 +165,9 @@ TEST(Scheduler, SlidingBlocksPastTheWindowGoBack) {
     const Scheduler::Sequence& q = s.sequence(a);
     EXPECT_LE(static_cast<int>(q.sliding.size()), blocks_for(o.window) + 1) << "at " << q.computed;
     EXPECT_EQ(q.sliding_block0, std::max(0, q.computed - o.window + 1) / kKvBlock);
+    // Decoding holds a window's blocks and the current one from its own
+    // promise; the shared headroom is for prompt chunks.
+    EXPECT_EQ(q.headroom, 0) << "at " << q.computed;
   }
   EXPECT_EQ(static_cast<int>(s.sequence(a).full.size()), blocks_for(s.sequence(a).computed));
   s.finish(a);

@@ -129,12 +129,15 @@ void bind_this_thread(const std::vector<int>& pus) {
     throw Error(cat("cannot bind to PUs ", format_index_list(pus), ": ", std::strerror(errno)));
 }
 
+int memory_node_os_index(const Machine& m, const BindingDecision& d) {
+  return d.numa_node < 0 ? -1 : m.numa_nodes.at(d.numa_node).os_index;
+}
+
 AppliedBinding apply_binding(const Machine& m, const BindingDecision& d) {
   bind_this_thread(d.pus);
   AppliedBinding out;
   out.pus = current_pus();
-  if (numa_available() >= 0 && d.numa_node >= 0) {
-    int os = m.numa_nodes.at(d.numa_node).os_index;
+  if (const int os = memory_node_os_index(m, d); numa_available() >= 0 && os >= 0) {
     bitmask* nodes = numa_allocate_nodemask();
     numa_bitmask_setbit(nodes, os);
     errno = 0;

@@ -50,6 +50,11 @@ BindingDecision decide_binding(const Machine& machine, const RankPlacement& plan
 // Applies the decision to the calling thread (threads it creates later
 // inherit it): CPU affinity and MPOL_BIND to the node. Throws Error if the
 // kernel refuses. Returns what the kernel reports afterwards (PUs, node).
+// The kernel's number of the node a decision binds memory to (-1: none).
+// Not the node's position in Machine::numa_nodes: hwloc lists nodes in its
+// own order, and node numbers may have gaps.
+int memory_node_os_index(const Machine& machine, const BindingDecision& decision);
+
 struct AppliedBinding {
   std::vector<int> pus;
   std::vector<int> memory_nodes;  // OS indexes in the memory policy
