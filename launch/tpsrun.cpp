@@ -11,6 +11,7 @@
 #include "launch/chat_command.h"
 #include "launch/cli.h"
 #include "launch/generate_command.h"
+#include "launch/perplexity_command.h"
 #include "launch/rank_run.h"
 #include "launch/rank_setup.h"
 #include "launch/score_command.h"
@@ -93,9 +94,9 @@ int main(int argc, char** argv) {
                               "sampling seed (default: random, "
                               "reported in --json)")
                    ->check(tps::kSeed);
-  app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
-      ->check(tps::kPositive)
-      ->capture_default_str();
+  auto* ctx = app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
+                  ->check(tps::kPositive)
+                  ->capture_default_str();
   app.add_option("--batch", run.batch, "prompt tokens per forward step")->check(tps::kPositive)->capture_default_str();
   app.add_flag("--chat", run.chat,
                "wrap the prompt in the harmony chat format and print only "
@@ -134,6 +135,28 @@ int main(int argc, char** argv) {
                                        "and the top alternatives (uses -m, --top-logprobs, --json)");
   score->add_option("--ids", run.ids_file, "file of token ids separated by white space")->required();
   score->fallthrough();
+
+  tps::PerplexityOptions ppl;
+  CLI::App* perplexity = app.add_subcommand(
+      "perplexity",
+      "how well the model predicts a text, as llama-perplexity measures it: windows of --ctx tokens "
+      "(default 512), the second half of each scored; perplexity with its error, or with --kl-base the KL "
+      "divergence, top-1 agreement and token-probability changes against a base model (uses -m, --ctx, "
+      "--batch, --json; progress on stderr)");
+  auto* ppl_text = perplexity->add_option("-f,--file", ppl.text_file, "the text");
+  auto* ppl_chunks =
+      perplexity->add_option("--chunks", ppl.chunks, "score this many windows at most")->check(tps::kPositive);
+  auto* ppl_save = perplexity->add_option(
+      "--save-logits", ppl.save_logits,
+      "write each scored position's log-probabilities to this file, a base for --kl-base (llama-perplexity's "
+      "--kl-divergence-base format: either engine reads the other's)");
+  perplexity
+      ->add_option("--kl-base", ppl.kl_base,
+                   "compare with the log-probabilities saved in this file, on its text and windows")
+      ->excludes(ppl_text)
+      ->excludes(ppl_save)
+      ->excludes(ppl_chunks);
+  perplexity->fallthrough();
 
   tps::ServeOptions serve_options;
   CLI::App* serve = app.add_subcommand(
@@ -190,12 +213,16 @@ int main(int argc, char** argv) {
        {"--prompt", "--prompts-file", "--max-tokens", "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--chat",
         "--show-analysis", "--reasoning", "--json", "--top-logprobs"}},
       {chat, {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--json", "--top-logprobs"}},
+      {perplexity,
+       {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
+        "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning", "--top-logprobs"}},
       {nullptr, {"--show-analysis", "--reasoning"}},  // generation without --chat
   };
   // What the options say together, checked with the rest of the command line.
   app.callback([&] {
     if (tokenize->parsed()) return;
-    const bool generating = !place->parsed() && !score->parsed() && !serve->parsed() && !chat->parsed();
+    const bool generating =
+        !place->parsed() && !score->parsed() && !serve->parsed() && !chat->parsed() && !perplexity->parsed();
     for (const auto& [mode, names] : idle_options) {
       if (mode ? !mode->parsed() : !generating || run.chat) continue;
       for (const std::string& name : names)
@@ -204,7 +231,9 @@ int main(int argc, char** argv) {
                                      (mode ? "with `tpsrun " + mode->get_name() + "`" : std::string("without --chat")));
     }
     if (place->parsed()) return;
-    if (!score->parsed() && !serve->parsed() && !chat->parsed() && prompt->count() == 0 && prompts->count() == 0)
+    if (perplexity->parsed() && ppl.kl_base.empty() && ppl_text->count() == 0)
+      throw CLI::ValidationError("perplexity: give the text with -f FILE, or a base with --kl-base FILE");
+    if (generating && prompt->count() == 0 && prompts->count() == 0)
       throw CLI::ValidationError("give a prompt with -p PROMPT, or a subcommand");
     if (model->count() == 0 && !std::filesystem::exists(run.model))
       throw CLI::ValidationError(run.model +
@@ -215,6 +244,8 @@ int main(int argc, char** argv) {
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   run.seed_given = seed->count() > 0;
   if (serve->parsed() && parallel->count() == 0) run.parallel = 4;
+  ppl.window_given = ctx->count() > 0;
+  if (ppl.window_given) ppl.window = run.ctx;
   if (tokenize->parsed())  // a local utility: no ranks, no binding
     return tps::run_tool("tpsrun", [&] { return tps::run_tokenize(tk); });
 
@@ -223,6 +254,7 @@ int main(int argc, char** argv) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;
     if (score->parsed()) return tps::run_score(run, mpi, setup);
+    if (perplexity->parsed()) return tps::run_perplexity(run, ppl, mpi, setup);
     if (serve->parsed()) return tps::run_serve(run, serve_options, mpi, setup);
     if (chat->parsed()) return tps::run_chat(run, mpi, setup);
     return tps::run_generate(run, mpi, setup);

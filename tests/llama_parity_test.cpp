@@ -142,6 +142,50 @@ TEST_P(LlamaParity, NextTokenDistributions) {
   }
 }
 
+// tpsrun perplexity against llama.cpp's log-probabilities of the same
+// windows, scored by llama-perplexity's rule (the second half of each
+// window): the figure a user compares. With the position-by-position
+// tolerance above (median 0.03 nats), the mean NLL may differ by ~0.01, so
+// the perplexities within 2%.
+TEST(LlamaParity, PerplexityOfTheSameWindows) {
+  const std::string model = std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf";
+  const std::string text = ::testing::TempDir() + "/tps-parity-ppl.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 24; ++i) out << (i ? " " : "") << "Line " << i << " says " << i * 31 % 17 << " things.";
+  }
+  const int window = 64;
+  auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q perplexity -m " + model + " -f " + text +
+                               " --ctx 64 --yarn-truncate --json");
+  ASSERT_EQ(tps.exit_code, 0) << tps.err;
+  auto ids = testing::run_tool(std::string(TPSRUN_PATH) + " tokenize --no-parse-special --ids-only -m " + model +
+                               " --file " + text);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  const std::vector<int32_t> tokens = nlohmann::json::parse(ids.out);
+  const int windows = static_cast<int>(tokens.size() / window);
+  ASSERT_GE(windows, 2);
+  double nll = 0;
+  int n = 0;
+  for (int w = 0; w < windows; ++w) {
+    const std::string ids_path = ::testing::TempDir() + "/tps-parity-ppl-ids.txt";
+    {
+      std::ofstream out(ids_path);
+      for (int i = 0; i < window; ++i) out << tokens[w * window + i] << ' ';
+    }
+    auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR "/llama_ref.mjs score " +
+                                   model + " --ids " + ids_path + " --top 1 --flash-attn off --kv-type f32");
+    ASSERT_EQ(llama.exit_code, 0) << llama.err;
+    const nlohmann::json scored = nlohmann::json::parse(llama.out);
+    for (const auto& p : scored["positions"])
+      if (p["pos"].get<int>() >= window / 2) nll -= p["next_logprob"].get<double>(), ++n;
+  }
+  const nlohmann::json j = nlohmann::json::parse(tps.out);
+  ASSERT_EQ(j["scored_tokens"], n);
+  const double ours = j["ppl"]["value"].get<double>(), theirs = std::exp(nll / n);
+  std::printf("perplexity over %d windows of %d: tps %.4f, llama.cpp %.4f\n", windows, window, ours, theirs);
+  EXPECT_NEAR(ours, theirs, 0.02 * theirs);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, LlamaParity, ::testing::ValuesIn(parity_models()), [](const auto& info) {
   std::string name = info.param;
   std::replace(name.begin(), name.end(), '-', '_');

@@ -32,6 +32,10 @@ class Session {
   // if the tokens do not fit in the context.
   void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
 
+  // Starts a new sequence at position 0 on the same KV pool (what the old
+  // one left is overwritten before any token reads it).
+  void restart() { pos_ = 0; }
+
   const StepTimings& timings() const { return pass_.timings(); }
   int position() const { return pos_; }
   int context() const { return opt_.n_ctx; }

@@ -1,0 +1,108 @@
+#include "engine/eval/logits_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace tps {
+
+namespace {
+
+constexpr char kMagic[8] = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
+constexpr uint64_t kHeaderBytes = sizeof kMagic + 3 * sizeof(int32_t);
+
+// Words of a row: scale and floor (two each), the steps, an even count.
+uint64_t row_words(int n_vocab) { return 2 * ((static_cast<uint64_t>(n_vocab) + 1) / 2) + 4; }
+
+}  // namespace
+
+void quantize_logprobs(std::span<const float> logits, float& scale, float& min_logprob, std::span<uint16_t> steps) {
+  const LogSoftmax s = log_softmax(logits);
+  const float floor = std::max(*std::min_element(logits.begin(), logits.end()), s.max - 16);
+  min_logprob = floor - s.max - static_cast<float>(s.log_sum);
+  scale = (s.max - floor) / 65535.f;
+  const float inverse = scale > 0 ? 1 / scale : 0;
+  // Rounded half to even, as llama.cpp's nearest_int.
+  for (size_t i = 0; i < logits.size(); ++i)
+    steps[i] = logits[i] > floor ? static_cast<uint16_t>(std::nearbyint((logits[i] - floor) * inverse)) : 0;
+}
+
+LogitsFileWriter::LogitsFileWriter(const std::string& path, int n_ctx, int n_vocab, std::span<const int32_t> tokens)
+    : path_(path), row_(row_words(n_vocab), 0) {
+  out_ = std::fopen(path.c_str(), "wb");
+  if (!out_) throw InputError(cat(path, ": cannot write: ", std::strerror(errno)));
+  const int32_t header[3] = {n_ctx, n_vocab, static_cast<int32_t>(tokens.size() / n_ctx)};
+  write(kMagic, sizeof kMagic);
+  write(header, sizeof header);
+  write(tokens.data(), tokens.size_bytes());
+}
+
+LogitsFileWriter::~LogitsFileWriter() {
+  if (!out_) return;
+  std::fclose(out_);
+  std::remove(path_.c_str());
+}
+
+void LogitsFileWriter::write(const void* data, size_t bytes) {
+  if (std::fwrite(data, 1, bytes, out_) != bytes) throw Error(cat(path_, ": cannot write: ", std::strerror(errno)));
+}
+
+void LogitsFileWriter::add(std::span<const float> logits) {
+  float scale = 0, floor = 0;
+  quantize_logprobs(logits, scale, floor, std::span<uint16_t>(row_).subspan(4, logits.size()));
+  std::memcpy(row_.data(), &scale, sizeof scale);
+  std::memcpy(row_.data() + 2, &floor, sizeof floor);
+  write(row_.data(), row_.size() * sizeof(uint16_t));
+}
+
+void LogitsFileWriter::finish() {
+  const bool ok = std::fflush(out_) == 0 && !std::ferror(out_);
+  const int err = errno;
+  if (std::fclose(out_) != 0 || !ok) {
+    out_ = nullptr;
+    std::remove(path_.c_str());
+    throw Error(cat(path_, ": cannot write: ", std::strerror(ok ? errno : err)));
+  }
+  out_ = nullptr;
+}
+
+LogitsFile::LogitsFile(const std::string& path) : file_(path) {
+  const uint8_t* p = file_.data();
+  const uint64_t size = file_.size();
+  if (size < kHeaderBytes || std::memcmp(p, kMagic, sizeof kMagic) != 0)
+    throw InputError(cat(path, ": not a logits file (llama-perplexity --kl-divergence-base or tpsrun perplexity ",
+                         "--save-logits writes them; it starts with \"_logits_\")"));
+  int32_t header[3];
+  std::memcpy(header, p + sizeof kMagic, sizeof header);
+  n_ctx_ = header[0], n_vocab_ = header[1], n_chunk_ = header[2];
+  if (n_ctx_ < 4 || n_ctx_ > (1 << 24) || n_vocab_ < 1 || n_vocab_ > (1 << 24) || n_chunk_ < 1 ||
+      static_cast<uint64_t>(n_chunk_) * n_ctx_ > (uint64_t{1} << 31))
+    throw InputError(cat(path, ": header says n_ctx ", n_ctx_, ", n_vocab ", n_vocab_, ", n_chunk ", n_chunk_,
+                         ": not the numbers of a logits file"));
+  const uint64_t n_tokens = static_cast<uint64_t>(n_chunk_) * n_ctx_;
+  row_words_ = row_words(n_vocab_);
+  rows_at_ = kHeaderBytes + n_tokens * sizeof(int32_t);
+  const uint64_t expected =
+      rows_at_ + static_cast<uint64_t>(n_chunk_) * scored_per_chunk(n_ctx_) * row_words_ * sizeof(uint16_t);
+  if (size != expected)
+    throw InputError(cat(path, ": ", size, " bytes, but its header (n_ctx ", n_ctx_, ", n_vocab ", n_vocab_,
+                         ", n_chunk ", n_chunk_, ") implies ", expected, " (truncated, or not a logits file)"));
+  tokens_.resize(n_tokens);
+  std::memcpy(tokens_.data(), p + kHeaderBytes, n_tokens * sizeof(int32_t));
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (tokens_[i] < 0 || tokens_[i] >= n_vocab_)
+      throw InputError(cat(path, ": token ", i, " is ", tokens_[i], ", outside its vocabulary of ", n_vocab_));
+}
+
+BaseRow LogitsFile::row(int64_t k) const {
+  const uint8_t* at = file_.data() + rows_at_ + static_cast<uint64_t>(k) * row_words_ * sizeof(uint16_t);
+  BaseRow r;
+  std::memcpy(&r.scale, at, sizeof(float));
+  std::memcpy(&r.min_logprob, at + sizeof(float), sizeof(float));
+  r.steps = std::span<const uint16_t>(reinterpret_cast<const uint16_t*>(at + 2 * sizeof(float)), n_vocab_);
+  return r;
+}
+
+}  // namespace tps

@@ -1,0 +1,130 @@
+// `tpsrun perplexity` as users run it on the tiny model: what it reports
+// against tpsrun score's log-probabilities of the same windows, a saved base
+// against itself, every split against one rank, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/eval/logits_file.h"
+#include "tests/temp_path.h"
+#include "tests/tool_runner.h"
+
+namespace tps {
+namespace {
+
+using testing::run_tool;
+using testing::temp_path;
+
+const std::string kModel = std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf";
+
+std::string tpsrun(const std::string& args) { return std::string(TPSRUN_PATH) + " -q -m " + kModel + " " + args; }
+
+// A text of a few hundred tokens, with no newline at its end.
+std::string write_text(const std::string& name, int sentences) {
+  const std::string path = temp_path(name);
+  std::ofstream out(path);
+  for (int i = 0; i < sentences; ++i)
+    out << (i ? " " : "") << "Sentence " << i << " of the test text counts " << i * 7 % 13 << " apples.";
+  return path;
+}
+
+nlohmann::json perplexity(const std::string& args, const std::string& launcher = "") {
+  auto r = run_tool(launcher + tpsrun("perplexity --json " + args));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json{};
+}
+
+TEST(Perplexity, IsTheScoreOfEachWindowsSecondHalf) {
+  const std::string text = write_text("ppl-text.txt", 12);
+  const int window = 32;
+  const nlohmann::json j = perplexity("--ctx 32 -f " + text);
+  ASSERT_FALSE(j.empty());
+  // The same windows scored one by one: ids from the tokenizer, then each
+  // window's log-probabilities from `tpsrun score`.
+  auto ids =
+      run_tool(std::string(TPSRUN_PATH) + " tokenize --no-parse-special --ids-only -m " + kModel + " --file " + text);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  const std::vector<int32_t> tokens = nlohmann::json::parse(ids.out);
+  const int windows = static_cast<int>(tokens.size() / window);
+  ASSERT_GE(windows, 2);
+  EXPECT_EQ(j["windows"], windows);
+  double nll = 0;
+  int n = 0;
+  for (int w = 0; w < windows; ++w) {
+    const std::string file = temp_path("ppl-window.txt");
+    std::string list =
+        nlohmann::json(std::vector<int32_t>(tokens.begin() + w * window, tokens.begin() + (w + 1) * window)).dump();
+    for (char& c : list)
+      if (c == ',' || c == '[' || c == ']') c = ' ';
+    std::ofstream(file) << list;
+    auto s = run_tool(tpsrun("score --json --ctx 32 --ids " + file));
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    const nlohmann::json scored = nlohmann::json::parse(s.out);
+    for (const auto& p : scored["positions"])
+      if (p["pos"].get<int>() >= window / 2) nll -= p["next_logprob"].get<double>(), ++n;
+    std::remove(file.c_str());
+  }
+  EXPECT_EQ(j["scored_tokens"], n);
+  EXPECT_EQ(n, windows * (window - 1 - window / 2));
+  EXPECT_NEAR(j["ppl"]["value"].get<double>(), std::exp(nll / n), 1e-4 * std::exp(nll / n));
+  EXPECT_GT(j["ppl"]["error"].get<double>(), 0);
+  std::remove(text.c_str());
+}
+
+TEST(Perplexity, ASavedBaseAgainstItselfAgrees) {
+  const std::string text = write_text("ppl-base-text.txt", 30), base = temp_path("ppl-base.logits");
+  const nlohmann::json saved = perplexity("--ctx 32 -f " + text + " --save-logits " + base);
+  ASSERT_FALSE(saved.empty());
+  const nlohmann::json k = perplexity("--kl-base " + base);
+  ASSERT_FALSE(k.empty());
+  EXPECT_EQ(k["scored_tokens"], saved["scored_tokens"]);
+  EXPECT_LT(k["kl"]["kl_divergence"]["value"].get<double>(), 1e-5);
+  EXPECT_EQ(k["kl"]["same_top"]["value"].get<double>(), 1.0);
+  const double ppl = saved["ppl"]["value"].get<double>();
+  EXPECT_NEAR(k["kl"]["ppl"]["value"].get<double>(), ppl, 1e-4 * ppl);
+  EXPECT_NEAR(k["kl"]["base_ppl"]["value"].get<double>(), ppl, 1e-3 * ppl);  // 16-bit steps
+  std::remove(text.c_str()), std::remove(base.c_str());
+}
+
+TEST(Perplexity, EverySplitGivesOneRanksFigure) {
+  const std::string text = write_text("ppl-split-text.txt", 30);
+  const double one = perplexity("--ctx 32 -f " + text)["ppl"]["value"].get<double>();
+  for (const char* split : {"tensor", "experts", "layers"}) {
+    const nlohmann::json j =
+        perplexity(std::string("--ctx 32 -f ") + text + " --split " + split, std::string(TPS_MPIEXEC) + " -np 2 ");
+    ASSERT_FALSE(j.empty()) << split;
+    EXPECT_EQ(j["ranks"], 2);
+    EXPECT_NEAR(j["ppl"]["value"].get<double>(), one, 1e-4 * one) << split;
+  }
+  std::remove(text.c_str());
+}
+
+TEST(Perplexity, BadInputIsOneLine) {
+  auto one_line = [](const std::string& args, const std::string& fragment) {
+    auto r = run_tool(tpsrun("perplexity " + args));
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(fragment), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  const std::string text = write_text("ppl-short.txt", 3);
+  one_line("--ctx 64 -f " + text, "need at least 128");
+  one_line("--kl-base " + text, "not a logits file");
+  one_line("", "give the text with -f FILE");
+  one_line("-f " + text + " --kl-base " + text, "excludes");
+  // Log-probabilities over another vocabulary.
+  const std::string other = temp_path("ppl-other.logits");
+  {
+    LogitsFileWriter w(other, 8, 7, std::vector<int32_t>(16, 1));
+    for (int k = 0; k < 2 * scored_per_chunk(8); ++k) w.add(std::vector<float>(7, 0.f));
+    w.finish();
+  }
+  one_line("--kl-base " + other, "a base from another model family");
+  std::remove(text.c_str()), std::remove(other.c_str());
+}
+
+}  // namespace
+}  // namespace tps
