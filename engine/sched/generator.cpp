@@ -46,7 +46,7 @@ struct Generator::Plan {
     size_t at = 0;
     auto take = [&](void* dst, size_t n) {
       if (at + n > in.size()) throw Error("a step's plan arrived cut short");
-      std::memcpy(dst, in.data() + at, n);
+      if (n) std::memcpy(dst, in.data() + at, n);  // (an empty vector's data() may be null)
       at += n;
     };
     int32_t head[6];
