@@ -27,6 +27,7 @@ struct Options {
   std::string types;
   std::string split_max_size;
   bool if_missing = false;
+  bool rounded = false;
   bool force = false;
   bool quiet = false;
   // Overrides of the preset's shape; 0 = keep.
@@ -69,8 +70,8 @@ bool up_to_date(const std::string& path, const tps::SyntheticSpec& spec) {
     for (const tps::TensorSpec& t : tps::gpt_oss_tensors(spec.config))
       same_types &= f.tensor(t.name).type == tps::synthetic_type(t, spec);
     return f.find_string("tps.synthetic.preset") == spec.preset && f.find_u64("tps.synthetic.seed") == spec.seed &&
-           c.n_layer == spec.config.n_layer && c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert &&
-           same_types;
+           f.find_bool("tps.synthetic.rounded").value_or(false) == spec.rounded && c.n_layer == spec.config.n_layer &&
+           c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert && same_types;
   } catch (const tps::Error& e) {
     tps::log_info(path, ": not usable (", e.what(), "); writing it again");
     return false;
@@ -81,6 +82,7 @@ int run(const Options& o) {
   using namespace tps;
   SyntheticSpec spec = synthetic_preset(o.preset);
   spec.seed = o.seed;
+  spec.rounded = o.rounded;
   apply_overrides(o, spec.config);
   if (!o.types.empty()) set_synthetic_types(spec, o.types);
   if (!o.split_max_size.empty()) {
@@ -156,6 +158,9 @@ int main(int argc, char** argv) {
                  "write a split model (llama.cpp's gguf-split layout: OUT less .gguf, -00001-of-0000N.gguf, ...) of "
                  "parts of whole tensors, each at most this size (2G, 500M) unless one tensor is more");
   app.add_flag("--force", o.force, "replace an existing file at -o (never anything but a regular file)");
+  app.add_flag("--rounded", o.rounded,
+               "round Q8_0 and MXFP4 tensors from the same values every other type rounds, so that one seed is "
+               "one model in every type (to compare types); by default they are drawn as codes, another model");
   app.add_flag("--if-missing", o.if_missing,
                "do nothing when the output is already a complete file of this preset and seed");
   app.add_option("--vocab-json", o.vocab_json,

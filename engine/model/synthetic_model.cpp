@@ -129,8 +129,10 @@ ModelConfig base_config() {
 
 }  // namespace
 
-TensorGenerator::TensorGenerator(const TensorSpec& t, GgmlType type, float stddev, float mean, uint64_t seed)
+TensorGenerator::TensorGenerator(const TensorSpec& t, GgmlType type, float stddev, float mean, uint64_t seed,
+                                 bool rounded)
     : type_(type),
+      rounded_(rounded),
       row_elems_(t.ne[0]),
       row_bytes_(tps::row_bytes(type, t.ne[0])),
       std_(stddev),
@@ -151,8 +153,21 @@ TensorGenerator::TensorGenerator(const TensorSpec& t, GgmlType type, float stdde
 
 uint64_t TensorGenerator::next() { return splitmix64(state_); }
 
+size_t TensorGenerator::rounded_rows(uint8_t* out, uint64_t rows) {
+  std::vector<float> row(row_elems_);
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (float& v : row) {
+      const float u = static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+      v = mean_ + std_ * kSqrt3 * (2.0f * u - 1.0f);
+    }
+    quantize_row(type_, row.data(), out + r * row_bytes_, row_elems_);
+  }
+  return rows * row_bytes_;
+}
+
 size_t TensorGenerator::next_rows(uint8_t* out, uint64_t rows) {
   uint64_t n = rows * row_elems_;
+  if (rounded_ && type_ != GgmlType::F32) return rounded_rows(out, rows);
   switch (type_) {
     case GgmlType::F32: {
       float* f = reinterpret_cast<float*>(out);
@@ -186,18 +201,8 @@ size_t TensorGenerator::next_rows(uint8_t* out, uint64_t rows) {
       }
       break;
     }
-    default: {
-      // Every other type: the values as F32 would have them, then rounded
-      // to the type (quant_blocks.h).
-      std::vector<float> row(row_elems_);
-      for (uint64_t r = 0; r < rows; ++r) {
-        for (float& v : row) {
-          const float u = static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-          v = mean_ + std_ * kSqrt3 * (2.0f * u - 1.0f);
-        }
-        quantize_row(type_, row.data(), out + r * row_bytes_, row_elems_);
-      }
-    }
+    default:  // every other type: the values as F32 would have them, rounded (quant_blocks.h)
+      return rounded_rows(out, rows);
   }
   return rows * row_bytes_;
 }
@@ -290,6 +295,7 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, const Vocab& vocab) {
   w.add_u32("general.file_type", 38);  // MOSTLY_MXFP4_MOE
   w.add_string("tps.synthetic.preset", s.preset);
   w.add_u64("tps.synthetic.seed", s.seed);
+  if (s.rounded) w.add_bool("tps.synthetic.rounded", true);
 }
 
 // Whole tensors in file order, a new part when the next would take a part
@@ -347,7 +353,7 @@ void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std
       for (const TensorSpec& t : parts[p]) {
         GgmlType type = synthetic_type(t, s);
         Scale sc = scale_for(t, c);
-        TensorGenerator gen(t, type, sc.stddev, sc.mean, s.seed);
+        TensorGenerator gen(t, type, sc.stddev, sc.mean, s.seed, s.rounded);
         uint64_t rows = rows_of(t);
         uint64_t rows_per_chunk = std::max<uint64_t>(1, chunk_target / gen.row_bytes());
         buffer.resize(std::min(rows, rows_per_chunk) * gen.row_bytes());

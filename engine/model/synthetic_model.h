@@ -37,6 +37,11 @@ struct SyntheticSpec {
   // tps-mkmodel --split-max-size: parts of whole tensors, each at most this
   // many bytes of them unless one tensor is more (0: one file).
   uint64_t split_max_bytes = 0;
+  // Q8_0 and MXFP4 tensors rounded from the values every other type rounds
+  // (F32's), so that one seed is one model in every type (quality
+  // comparisons); by default they are drawn as codes directly, faster to
+  // make and as the release's statistics have them -- another model.
+  bool rounded = false;
 };
 
 // Parses "ROLE=TYPE,ROLE=TYPE" (types by ggml name, e.g. Q4_K) into
@@ -68,14 +73,18 @@ void write_synthetic_model(const SyntheticSpec& spec, const Vocab& vocab, const 
 // whatever the chunking. Exposed for tests.
 class TensorGenerator {
  public:
-  TensorGenerator(const TensorSpec& tensor, GgmlType type, float stddev, float mean, uint64_t seed);
+  // rounded: see SyntheticSpec::rounded.
+  TensorGenerator(const TensorSpec& tensor, GgmlType type, float stddev, float mean, uint64_t seed,
+                  bool rounded = false);
   // Fills out with the next rows (whole rows only); returns bytes written.
   size_t next_rows(uint8_t* out, uint64_t rows);
   uint64_t row_bytes() const { return row_bytes_; }
 
  private:
   uint64_t next();
+  size_t rounded_rows(uint8_t* out, uint64_t rows);  // F32's values, rounded to the type
   GgmlType type_;
+  bool rounded_;
   uint64_t row_elems_, row_bytes_;
   float std_, mean_;
   uint64_t state_;
