@@ -129,5 +129,27 @@ TEST(SyntheticModel, GeneratedWeightsHaveTheirScale) {
   EXPECT_NEAR(std::sqrt(sum2 / values.size()), stddev, 0.05 * stddev);
 }
 
+TEST(SyntheticModel, RoundedTypesRoundTheValuesF32Has) {
+  // --rounded: a Q8_0 or MXFP4 tensor is the F32 tensor of the seed, rounded
+  // (the same model in every type); by default its codes are drawn instead.
+  TensorSpec t;
+  t.name = "blk.0.attn_q.weight";
+  t.n_dims = 2;
+  t.ne = {256, 8, 1, 1};
+  const float stddev = 0.05f;
+  TensorGenerator f32(t, GgmlType::F32, stddev, 0, 7);
+  std::vector<float> values(256 * 8);
+  f32.next_rows(reinterpret_cast<uint8_t*>(values.data()), 8);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4}) {
+    TensorGenerator rounded(t, type, stddev, 0, 7, true), drawn(t, type, stddev, 0, 7);
+    std::vector<uint8_t> a(rounded.row_bytes() * 8), b(a.size()), expected(a.size());
+    rounded.next_rows(a.data(), 8);
+    drawn.next_rows(b.data(), 8);
+    quantize_row(type, values.data(), expected.data(), values.size());
+    EXPECT_EQ(a, expected) << type_name(type);
+    EXPECT_NE(b, expected) << type_name(type);
+  }
+}
+
 }  // namespace
 }  // namespace tps
