@@ -122,8 +122,8 @@ void MappedFile::drop_page_cache(size_t offset, size_t bytes) const {
   if (!owned_ || offset >= size_ || bytes == 0) return;
   const size_t page = page_size(), end = offset + std::min(bytes, size_ - offset);
   // Whole pages only: a page shared with a neighbouring range the caller
-  // keeps stays.
-  const size_t first = (offset + page - 1) / page, last = end == size_ ? cached_at_open_.size() : end / page;
+  // keeps stays. (Without mincore's answer, every page is dropped.)
+  const size_t first = (offset + page - 1) / page, last = end == size_ ? (size_ + page - 1) / page : end / page;
   for (size_t p = first; p < last;) {
     if (p < cached_at_open_.size() && cached_at_open_[p]) {
       ++p;

@@ -29,7 +29,7 @@ class MappedFile {
   const std::string& path() const { return path_; }
 
   // Which file was opened: device, inode, size and modification time, as
-  // "dev:ino:size:mtime_ns" (empty for memory the caller owns). Two opens of
+  // "dev:ino:size:mtime" (empty for memory the caller owns). Two opens of
   // the same unchanged file give the same text.
   std::string identity() const;
   // Whether the file's size or modification time differ from when it was
