@@ -56,8 +56,11 @@ def main():
 
     read_until(r"> $")
     print("ok: the prompt")
+    # Each line is sent once the prompt is back: the terminal echoes what is
+    # typed at once, so a line sent earlier shows before the prompt and the
+    # answer (a loaded CI machine did that, and the answer's check failed).
     send("/reasoning high\n")
-    read_until(r"\(reasoning: high\)")
+    read_until(r"\(reasoning: high\)\r?\n> $")
     print("ok: /reasoning high")
     send("Hello there\n")
     read_until(r"\n> $", 120)
@@ -80,7 +83,7 @@ def main():
     # Ctrl-C once an answer is under way (1200 tokens: long enough to
     # interrupt).
     send("/reset\n")
-    read_until(r"\(a new conversation\)")
+    read_until(r"\(a new conversation\)\r?\n> $")
     print("ok: /reset")
     send("Tell me a long story\n")
     read_until(r"story\r?\n\S")
