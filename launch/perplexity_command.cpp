@@ -178,9 +178,9 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
       }
     }
     if (scorer)
-      log_info("perplexity: window ", c + 1, "/", w.chunks, ": PPL ", base ? kl.report().ppl.value : ppl.ppl(),
-               base ? cat(", KL ", kl.report().kl.value) : "", " (",
-               static_cast<int>(seconds_since(t0) / (c + 1) * 10) / 10.0, " s a window)");
+      log_info("perplexity: window ", c + 1, "/", w.chunks, ": PPL ", base ? kl.ppl() : ppl.ppl(),
+               base ? cat(", KL ", kl.mean_kl()) : "", " (", static_cast<int>(seconds_since(t0) / (c + 1) * 10) / 10.0,
+               " s a window)");
   }
   if (!scorer) return 0;
   if (save) save->finish();

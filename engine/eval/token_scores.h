@@ -5,6 +5,7 @@
 // the probability of each actual next token (docs/QUALITY.md).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -77,6 +78,9 @@ class KlStats {
  public:
   void add(const TokenComparison& t);
   int64_t tokens() const { return static_cast<int64_t>(kl_.size()); }
+  // The running figures, without report()'s sorting (for progress lines).
+  double ppl() const { return std::exp(nll_ / tokens()); }
+  double mean_kl() const { return kl_sum_ / tokens(); }
   KlReport report() const;
 
  private:
