@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "engine/eval/logits_file.h"
 #include "engine/eval/token_scores.h"
@@ -31,8 +32,8 @@ struct Windows {
   int32_t bos = 0;
 };
 
-Windows windows(const PerplexityOptions& p, const std::optional<LogitsFile>& base, const std::string& model) {
-  const GgufFile file = GgufFile::open(model);
+Windows windows(const PerplexityOptions& p, const std::optional<LogitsFile>& base, const GgufFile& file) {
+  const std::string& model = file.path();
   const ModelConfig config = read_model_config(file);
   Windows w;
   w.n_vocab = static_cast<int>(config.n_vocab);
@@ -138,14 +139,15 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
                    const RankSetup& setup) {
   std::optional<LogitsFile> base;
   if (!p.kl_base.empty()) base.emplace(p.kl_base);
-  const Windows w = windows(p, base, options.model);
+  GgufFile file = open_model(options, mpi);  // read here for the windows, then loaded
+  const Windows w = windows(p, base, file);
   const bool scorer = mpi.rank() == 0;
   std::unique_ptr<LogitsFileWriter> save;  // opened first: a path it cannot write is said before the load
   if (scorer && !p.save_logits.empty())
     save = std::make_unique<LogitsFileWriter>(p.save_logits, w.size, w.n_vocab, w.tokens);
   RunOptions o = options;
   o.ctx = w.size;
-  RankRun r(o, mpi, setup, Clock::now());
+  RankRun r(o, mpi, setup, Clock::now(), std::move(file));
   Session session(r.model, r.session_options(o, w.size), r.pool, r.exchange);
   PerplexityStats ppl;
   KlStats kl;

@@ -27,20 +27,6 @@ ThreadPool make_pool(int threads, const std::vector<int>& pus) {
   });
 }
 
-// Every rank on a host must map the same file: one replaced while the ranks
-// start would give them different models. Once this collective returns,
-// every rank on the host has opened the file, so what each found in the page
-// cache is what the host had before tps read any of it.
-GgufFile open_model(const RunOptions& o, const MpiSession& mpi) {
-  GgufFile file = GgufFile::open(o.model);
-  std::string identity;
-  for (int p = 0; p < file.parts(); ++p) identity += file.part(p).mapping().identity() + ";";
-  if (!mpi.same_on_host(identity))
-    throw InputError(cat(o.model, ": the ranks on one host opened different files (it was replaced while they ",
-                         "started); start again"));
-  return file;
-}
-
 Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool, GgufFile file) {
   // Rank 0 shows its own progress on models of a GB or more; the others
   // load alongside.
@@ -51,6 +37,19 @@ Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool, GgufFil
 }
 
 }  // namespace
+
+// Once this collective returns, every rank on the host has opened the file,
+// so what each found in the page cache is what the host had before tps read
+// any of it.
+GgufFile open_model(const RunOptions& o, const MpiSession& mpi) {
+  GgufFile file = GgufFile::open(o.model);
+  std::string identity;
+  for (int p = 0; p < file.parts(); ++p) identity += file.part(p).mapping().identity() + ";";
+  if (!mpi.same_on_host(identity))
+    throw InputError(cat(o.model, ": the ranks on one host opened different files (it was replaced while they ",
+                         "started); start again"));
+  return file;
+}
 
 RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0)
     : RankRun(o, mpi, setup, t0, open_model(o, mpi)) {}

@@ -34,15 +34,20 @@ struct RankRun {
   // Collective: loads every rank's shard, then prints one line per rank
   // (rank 0, in rank order): what it owns, its bytes, where its pages are.
   RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0);
+  // The same with the model file open_model opened (for a command that reads
+  // its header first).
+  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0,
+          GgufFile file);
 
   const Shard& shard() const { return model.shard; }
   bool pipeline() const { return shard().mode == SplitMode::layers; }
   int last_rank() const { return shard().ranks - 1; }
   SessionOptions session_options(const RunOptions& options, int ctx) const;
-
- private:
-  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0,
-          GgufFile file);
 };
+
+// Opens the model file of the options on every rank, and checks that the
+// ranks on each host opened the same file (one replaced while they started
+// would give them different models). Collective.
+GgufFile open_model(const RunOptions& options, const MpiSession& mpi);
 
 }  // namespace tps
