@@ -20,6 +20,17 @@ set(TPS_MPI_TEST_ENV
 list(JOIN TPS_MPI_TEST_ENV " " TPS_MPI_TEST_ENV_WORDS)
 set(TPS_MPIEXEC ${MPIEXEC_EXECUTABLE} --oversubscribe)
 
+# A sanitized build runs its tests 2-10x slower (ASan's checks, TSan's
+# shadow state), on a CI machine that may be slower than ours: its time
+# limits are this many times the release build's, so that a limit still
+# catches a hang there and not a slow machine.
+if(TPS_SANITIZE)
+  set(TPS_TEST_TIMEOUT_SCALE 4)
+else()
+  set(TPS_TEST_TIMEOUT_SCALE 1)
+endif()
+math(EXPR TPS_GTEST_TIMEOUT "120 * ${TPS_TEST_TIMEOUT_SCALE}")
+
 function(tps_add_gtest)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS;FIXTURES" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -28,7 +39,7 @@ function(tps_add_gtest)
     TPS_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
     # For tests that start mpirun themselves, with the MPI tests' environment.
     TPS_MPIEXEC="env ${TPS_MPI_TEST_ENV_WORDS} ${MPIEXEC_EXECUTABLE} --oversubscribe")
-  gtest_discover_tests(${T_NAME} PROPERTIES TIMEOUT 120 DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${T_NAME} PROPERTIES TIMEOUT ${TPS_GTEST_TIMEOUT} DISCOVERY_TIMEOUT 60)
   # gtest_discover_tests (CMake 3.25) flattens list-valued PROPERTIES, so a
   # second label would be read as a property name and swallow the ones after
   # it; labels and fixtures are set by a script CTest runs after the
@@ -51,7 +62,7 @@ function(tps_add_mpi_gtest)
     add_test(NAME ${T_NAME}.np${k}
              COMMAND ${TPS_MPIEXEC} -np ${k} $<TARGET_FILE:${T_NAME}>)
     set_tests_properties(${T_NAME}.np${k} PROPERTIES
-      ENVIRONMENT "${TPS_MPI_TEST_ENV}" LABELS "mpi;${T_LABELS}" TIMEOUT 120)
+      ENVIRONMENT "${TPS_MPI_TEST_ENV}" LABELS "mpi;${T_LABELS}" TIMEOUT ${TPS_GTEST_TIMEOUT})
   endforeach()
 endfunction()
 
@@ -60,6 +71,7 @@ function(tps_add_mpi_command_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 60)
   endif()
+  math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${TPS_TEST_TIMEOUT_SCALE}")
   add_test(NAME ${T_NAME} COMMAND ${TPS_MPIEXEC} -np ${T_RANKS} ${T_COMMAND})
   set_tests_properties(${T_NAME} PROPERTIES
     ENVIRONMENT "${TPS_MPI_TEST_ENV}" LABELS "mpi;${T_LABELS}" TIMEOUT ${T_TIMEOUT})
