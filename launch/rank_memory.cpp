@@ -24,7 +24,7 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   const int threads = setup.binding.threads;
 
   RankMemory m;
-  m.weights = shard_bytes(file, c, shard);
+  m.weights = shard_bytes(file, c, shard, parse_quantize(o.quantize));
   m.kv = kv_pool_bytes(scheduler_options(g, c, shard), c, shard);
   m.buffers = generator_bytes(g, c, shard, threads) - m.kv;
   m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.batch) * c.n_embd) : 0;

@@ -31,9 +31,10 @@ Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool, GgufFil
   // Rank 0 shows its own progress on models of a GB or more; the others
   // load alongside.
   ProgressLine progress(cat("loading ", o.model));
-  return load_model(std::move(file), pool, choose_split(o), mpi.rank(), mpi.size(), [&](uint64_t done, uint64_t total) {
-    if (mpi.rank() == 0 && total >= (1ull << 30)) progress.update(done, total);
-  });
+  return load_model(std::move(file), pool, choose_split(o), mpi.rank(), mpi.size(), parse_quantize(o.quantize),
+                    [&](uint64_t done, uint64_t total) {
+                      if (mpi.rank() == 0 && total >= (1ull << 30)) progress.update(done, total);
+                    });
 }
 
 }  // namespace
@@ -64,17 +65,19 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       numa_node(setup.machine.numa_nodes.at(setup.binding.numa_node).os_index) {
   // Once every rank on the host has its copy, the file's pages can go.
   exchange.barrier();
-  if (mpi.local_rank() == 0 && !o.keep_page_cache) drop_file_cache(model.file);
+  const bool embeddings_from_file = model.weights.views.embd.data == model.file.tensor("token_embd.weight").data;
+  if (mpi.local_rank() == 0 && !o.keep_page_cache) drop_file_cache(model.file, embeddings_from_file);
 
   const Shard& s = shard();
   const PageBuffer& mem = model.weights.memory;
   on_node = fraction_on_node(mem.data(), mem.size(), numa_node);
-  std::string line =
-      cat("rank ", s.rank, "/", s.ranks, ": ", split_mode_name(s.mode), " split: ", share_text(s.share, s.mode), "; ",
-          cat(static_cast<int>(mem.size() / 1e6)), " MB of weights in its own memory, ",
-          on_node < 0 ? std::string("page placement unknown")
-                      : cat(static_cast<int>(on_node * 1000) / 10.0, "% of sampled pages on NUMA node ", numa_node),
-          "; ready in ", cat(static_cast<int>(load_seconds * 10) / 10.0), " s");
+  std::string line = cat(
+      "rank ", s.rank, "/", s.ranks, ": ", split_mode_name(s.mode), " split: ", share_text(s.share, s.mode), "; ",
+      cat(static_cast<int>(mem.size() / 1e6)), " MB of weights in its own memory (",
+      cat(static_cast<int>(decode_bytes_per_token(model.weights.views, model.config, s) / 1e6)), " MB read a token), ",
+      on_node < 0 ? std::string("page placement unknown")
+                  : cat(static_cast<int>(on_node * 1000) / 10.0, "% of sampled pages on NUMA node ", numa_node),
+      "; ready in ", cat(static_cast<int>(load_seconds * 10) / 10.0), " s");
   std::vector<std::string> idle = idle_parts(s.share, s.mode);
   if (!idle.empty()) {
     line += "; warning: holds no ";
@@ -87,6 +90,8 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     log_info("model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert, " experts (top-", c.n_expert_used,
              "), d=", c.n_embd, "; kernels ", isa_name(best_kernel_set().isa), "; exchange ",
              transport_name(exchange.transport()));
+    if (const QuantizePlan plan = parse_quantize(o.quantize); !plan.empty())
+      log_info("--quantize ", plan.spec, ": ", plan.describe(model.file));
     for (const std::string& l : lines) log_info(l);
   }
 }

@@ -31,6 +31,7 @@ struct RunOptions {
   std::string exchange = "auto";  // shm, mpi or auto
   bool keep_page_cache = false;   // leave the model file in the page cache
   std::string ids_file;           // score: the token sequence
+  std::string quantize;           // --quantize: weights converted at load (model/quantize_plan.h)
   std::string kv_size;            // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
   bool no_prefix_cache = false;   // never reuse cached prompt prefixes
   std::string alias;              // serve: the model's id in the API (default: the file's name)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/kernels/kernel_set.h"
+#include "engine/model/quantize_plan.h"
 #include "launch/chat_command.h"
 #include "launch/cli.h"
 #include "launch/generate_command.h"
@@ -126,6 +127,11 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-page-cache", run.keep_page_cache,
                "leave the model file in the page cache after the ranks have copied it (faster "
                "reloads, e.g. for benchmarks, at the cost of a second copy in memory)");
+  app.add_option("--quantize", run.quantize,
+                 "convert weights as each rank loads them: int8 (every role to q8_0), int4 (attention and "
+                 "experts to 4 bits, embeddings and output head to q8_0), or ROLE=TYPE,... with roles attn, "
+                 "experts, embed, output, all and types q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_k..q6_k, "
+                 "iq4_xs; from F32/F16/BF16 weights, or Q8_0 to fewer bits (a preset keeps what is already lower)");
   app.require_subcommand(0, 1);
 
   CLI::App* place =
@@ -198,14 +204,30 @@ int main(int argc, char** argv) {
                      "treat <|start|> and other control-token text as plain text");
   // Options that do nothing in a mode are refused there, not ignored.
   const std::vector<std::pair<CLI::App*, std::vector<std::string>>> idle_options = {
-      {place, {"--model",         "--prompt",         "--prompts-file",
-               "--parallel",      "--kv-size",        "--no-prefix-cache",
-               "--max-tokens",    "--temp",           "--top-k",
-               "--top-p",         "--min-p",          "--seed",
-               "--ctx",           "--batch",          "--chat",
-               "--show-analysis", "--reasoning",      "--json",
-               "--top-logprobs",  "--yarn-truncate",  "--split",
-               "--exchange",      "--keep-page-cache"}},
+      {place, {"--model",
+               "--prompt",
+               "--prompts-file",
+               "--parallel",
+               "--kv-size",
+               "--no-prefix-cache",
+               "--max-tokens",
+               "--temp",
+               "--top-k",
+               "--top-p",
+               "--min-p",
+               "--seed",
+               "--ctx",
+               "--batch",
+               "--chat",
+               "--show-analysis",
+               "--reasoning",
+               "--json",
+               "--top-logprobs",
+               "--yarn-truncate",
+               "--split",
+               "--exchange",
+               "--keep-page-cache",
+               "--quantize"}},
       {score,
        {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
         "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning"}},
@@ -231,6 +253,11 @@ int main(int argc, char** argv) {
                                      (mode ? "with `tpsrun " + mode->get_name() + "`" : std::string("without --chat")));
     }
     if (place->parsed()) return;
+    try {
+      tps::parse_quantize(run.quantize);
+    } catch (const tps::InputError& e) {
+      throw CLI::ValidationError(e.what());
+    }
     if (perplexity->parsed() && ppl.kl_base.empty() && ppl_text->count() == 0)
       throw CLI::ValidationError("perplexity: give the text with -f FILE, or a base with --kl-base FILE");
     if (generating && prompt->count() == 0 && prompts->count() == 0)

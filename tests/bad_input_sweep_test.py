@@ -39,6 +39,8 @@ GENERATE = {
     "--split": (["", "foo"], ["layers"]),
     "--exchange": (["", "foo"], ["mpi"]),
     "--reasoning": (["", "foo"], []),
+    # The model's experts are MXFP4 (lower than q8_0), its rows 64 values (not Q4_K's 256).
+    "--quantize": (["", "int3", "attn", "attn=", "attn=f16", "experts=q8_0", "attn=q4_k", "all=q8_0,"], ["int8", "int4"]),
     "-m": (["", "/nonexistent", "fifo", "device", "directory", "empty"], []),
     "--prompts-file": (["", "fifo", "device", "directory", "empty"], []),
 }
@@ -85,7 +87,8 @@ class Sweep(unittest.TestCase):
     def test_generate_two_ranks(self):
         # What every rank sees is said once; a sample of each kind of refusal.
         for flag, value in [("--ctx", "1e9"), ("--ctx", "2147483647"), ("--batch", "100000000"), ("-t", "100000"),
-                            ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1")]:
+                            ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1"),
+                            ("--quantize", "experts=q8_0")]:
             with self.subTest(flag=flag, value=value):
                 argv, names = self.generate(flag, value)
                 self.run_case(argv, "tpsrun", True, names, ranks=2)

@@ -2,13 +2,13 @@
 
 namespace tps {
 
-Model load_model(GgufFile file, ThreadPool& pool, SplitMode mode, int rank, int ranks,
+Model load_model(GgufFile file, ThreadPool& pool, SplitMode mode, int rank, int ranks, const QuantizePlan& plan,
                  const std::function<void(uint64_t, uint64_t)>& progress) {
   ModelConfig config = read_model_config(file);
   check_vector_tensors(file, config);
   Tokenizer tokenizer = Tokenizer::from_gguf(file);
   Shard shard = plan_shard(model_shape(file, config), mode, rank, ranks);
-  RankWeights weights = load_shard(file, config, shard, pool, progress);
+  RankWeights weights = load_shard(file, config, shard, plan, pool, progress);
   return Model{std::move(file), config, shard, std::move(weights), std::move(tokenizer)};
 }
 

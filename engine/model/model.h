@@ -24,10 +24,11 @@ struct Model {
 };
 
 // Checks the opened file, takes rank `rank` of `ranks`'s shard in `mode`
-// (the whole model for one rank) and copies it in on the pool's threads.
-// progress(done, total) is called as the bytes are copied. Throws
-// InputError naming the file when it changes on disk meanwhile.
+// (the whole model for one rank) and copies it in on the pool's threads,
+// converting the roles the plan names (--quantize). progress(done, total)
+// is called as the bytes are copied. Throws InputError naming the file when
+// it changes on disk meanwhile.
 Model load_model(GgufFile file, ThreadPool& pool, SplitMode mode = SplitMode::tensor, int rank = 0, int ranks = 1,
-                 const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+                 const QuantizePlan& plan = {}, const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 }  // namespace tps

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/gguf/quant_blocks.h"
 #include "engine/kernels/packed_rows.h"
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
@@ -23,67 +24,93 @@ InputError changed_while_loading(const MappedFile& file) {
                         "start again once it is complete"));
 }
 
-// `count` pieces of `bytes` (whole rows of `cols` values of `type`),
+// `count` pieces of `bytes` (whole rows of `cols` values of type `from`),
 // `stride` apart in the file (a split model's `part`) from file offset src,
-// one after another in the buffer from offset dst. Rows of a packed type
-// are repacked for the kernels (kernels/packed_rows.h) on the way, `packed`
-// bytes a piece; others are copied. A run of a packed type starts a matrix
-// or a whole tile of one.
+// one after another in the buffer from offset dst, `out` bytes a piece
+// there. Rows are converted to type `to` when it is not `from` (--quantize:
+// model/quantize_plan.h), and rows of a packed type are repacked for the
+// kernels (kernels/packed_rows.h) unless `file_layout`; others are copied.
+// A run of packed rows starts a matrix or a whole tile of one.
 struct Run {
-  uint64_t src, dst, bytes, count, stride, packed;
-  GgmlType type;
+  uint64_t src, dst, bytes, count, stride, out;
+  GgmlType from, to;
   int64_t cols;
   int part;
-  uint64_t total() const { return packed * count; }
+  bool file_layout;
+  uint64_t total() const { return out * count; }
+  uint64_t rows() const { return count == 1 ? bytes / row_bytes(from, cols) : count; }
+  const uint8_t* source_row(const uint8_t* file, uint64_t r) const {
+    return file + src + (count == 1 ? r * row_bytes(from, cols) : r * stride);
+  }
   void copy(const uint8_t* file, uint8_t* buffer) const {
-    if (!is_packed_type(type)) {
-      for (uint64_t k = 0; k < count; ++k) std::memcpy(buffer + dst + k * bytes, file + src + k * stride, bytes);
+    const bool pack = is_packed_type(to) && !file_layout;
+    if (from == to && !pack) {
+      for (uint64_t k = 0; k < count; ++k) std::memcpy(buffer + dst + k * out, file + src + k * stride, bytes);
       return;
     }
-    // Its rows: one piece of rows, or pieces of one row each.
-    const uint64_t row = row_bytes(type, cols);
-    const bool one_piece = count == 1;
-    pack_rows(type, file + src, one_piece ? row : stride, buffer + dst,
-              static_cast<int64_t>(one_piece ? bytes / row : count), cols);
+    const uint64_t n = rows(), row = row_bytes(to, cols);
+    if (from == to) {
+      pack_rows(to, file + src, count == 1 ? row : stride, buffer + dst, static_cast<int64_t>(n), cols);
+      return;
+    }
+    // Each row decoded to floats and encoded as `to`, in the file's layout
+    // (into the buffer itself, or a piece of rows to pack).
+    std::vector<float> values(cols);
+    std::vector<uint8_t> rows_to_pack(pack ? n * row : 0);
+    for (uint64_t r = 0; r < n; ++r) {
+      dequantize_row(from, source_row(file, r), values.data(), cols);
+      quantize_row(to, values.data(), (pack ? rows_to_pack.data() : buffer + dst) + r * row, cols);
+    }
+    if (pack) pack_rows(to, rows_to_pack.data(), row, buffer + dst, static_cast<int64_t>(n), cols);
   }
 };
 
-// Where each local tensor goes in the rank's buffer and which bytes of the
-// file fill it. Used twice: to size the buffer (no base yet), then to place.
+// Where each local tensor goes in the rank's buffer, in which type, and
+// which bytes of the file fill it. Used twice: to size the buffer (no base
+// yet), then to place.
 class Layout {
  public:
-  explicit Layout(uint8_t* base = nullptr) : base_(base) {}
+  Layout(const QuantizePlan& plan, const std::string& path, uint8_t* base = nullptr)
+      : plan_(plan), path_(path), base_(base) {}
   uint64_t size() const { return size_; }
   const std::vector<Run>& runs() const { return runs_; }
+  GgmlType type_for(const TensorView& t) const { return plan_.type_for(t, path_); }
 
-  // Pieces of whole rows of `cols` values of `type`, in the file's `part`.
-  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride, GgmlType type, int64_t cols,
-                       int part) {
-    size_ = (size_ + 63) & ~uint64_t{63};
+  // Each tensor starts 64-byte aligned; the pieces of one follow each
+  // other with no gap (the experts of a 3-D tensor are one matrix).
+  void align() { size_ = (size_ + 63) & ~uint64_t{63}; }
+  // Pieces of whole rows of `cols` values of type `from`, in the file's
+  // `part`, kept as type `to` (in the file's layout if file_layout).
+  const uint8_t* place(uint64_t src, uint64_t bytes, uint64_t count, uint64_t stride, GgmlType from, GgmlType to,
+                       int64_t cols, int part, bool file_layout = false) {
     const uint8_t* at = base_ ? base_ + size_ : nullptr;
     // Runs of at most ~1 MB (or one tile of rows), so that threads share
     // the copy evenly; whole tiles, so that each run packs its own.
     constexpr uint64_t kPiece = 1 << 20;
-    const uint64_t row = row_bytes(type, cols), packed_row = packed_row_bytes(type, cols);
-    const uint64_t packed = row ? bytes / row * packed_row : 0;  // a piece's, in the buffer (none: no columns)
+    const uint64_t row = row_bytes(from, cols);
+    const uint64_t kept_row = file_layout ? row_bytes(to, cols) : packed_row_bytes(to, cols);
+    const uint64_t out = row ? bytes / row * kept_row : 0;  // a piece's, in the buffer (none: no columns)
     auto tiles_of = [](uint64_t rows) { return std::max<uint64_t>(1, rows / kTileRows) * kTileRows; };
     if (count == 1 && bytes > kPiece) {
       const uint64_t step = tiles_of(kPiece / row);  // rows
       for (uint64_t r = 0; r < bytes / row; r += step) {
         const uint64_t n = std::min(step, bytes / row - r);
-        runs_.push_back({src + r * row, size_ + r * packed_row, n * row, 1, 0, n * packed_row, type, cols, part});
+        runs_.push_back(
+            {src + r * row, size_ + r * kept_row, n * row, 1, 0, n * kept_row, from, to, cols, part, file_layout});
       }
     } else if (bytes > 0 && count > 0) {
       const uint64_t per = tiles_of(kPiece / bytes);
       for (uint64_t i = 0; i < count; i += per)
-        runs_.push_back(
-            {src + i * stride, size_ + i * packed, bytes, std::min(per, count - i), stride, packed, type, cols, part});
+        runs_.push_back({src + i * stride, size_ + i * out, bytes, std::min(per, count - i), stride, out, from, to,
+                         cols, part, file_layout});
     }
-    size_ += packed * count;
+    size_ += out * count;
     return at;
   }
 
  private:
+  const QuantizePlan& plan_;
+  const std::string& path_;
   uint8_t* base_;
   uint64_t size_ = 0;
   std::vector<Run> runs_;
@@ -93,21 +120,25 @@ class Layout {
 // groups.end) of `per` rows (the experts of a 3-D tensor; one group for a
 // matrix), columns [cols.begin, cols.end) of each row.
 Matrix slice(Layout& L, const TensorView& t, int64_t per, Range groups, Range rows, Range cols) {
-  const GgmlTypeInfo info = *ggml_type_info(static_cast<uint32_t>(t.type));
+  const GgmlType to = L.type_for(t);
   const int64_t width = static_cast<int64_t>(t.ne[0]);
-  if (cols.begin % info.block_elems || (cols.end % info.block_elems && cols.end != width))
-    throw InputError(cat(t.name, ": cannot cut columns ", cols.begin, "..", cols.end, " of a ", type_name(t.type),
-                         " tensor inside its ", info.block_elems, "-value blocks (use --split layers)"));
+  for (GgmlType type : {t.type, to}) {
+    const uint32_t block = ggml_type_info(static_cast<uint32_t>(type))->block_elems;
+    if (cols.begin % block || (cols.end % block && cols.end != width))
+      throw InputError(cat(t.name, ": cannot cut columns ", cols.begin, "..", cols.end, " of a ", type_name(type),
+                           " tensor inside its ", block, "-value blocks (use --split layers)"));
+  }
   const uint64_t first = row_bytes(t.type, cols.begin), bytes = row_bytes(t.type, cols.size());
   const uint8_t* data = nullptr;
+  L.align();
   for (int64_t g = groups.begin; g < groups.end; ++g) {
     const uint64_t src = t.offset + (g * per + rows.begin) * t.row_bytes + first;
     const uint8_t* at = bytes == t.row_bytes
-                            ? L.place(src, rows.size() * bytes, 1, 0, t.type, cols.size(), t.part)  // one piece
-                            : L.place(src, bytes, rows.size(), t.row_bytes, t.type, cols.size(), t.part);
+                            ? L.place(src, rows.size() * bytes, 1, 0, t.type, to, cols.size(), t.part)  // one piece
+                            : L.place(src, bytes, rows.size(), t.row_bytes, t.type, to, cols.size(), t.part);
     if (g == groups.begin) data = at;
   }
-  return Matrix{t.type, groups.size() * rows.size(), cols.size(), data, packed_row_bytes(t.type, cols.size())};
+  return Matrix{to, groups.size() * rows.size(), cols.size(), data, packed_row_bytes(to, cols.size())};
 }
 
 ModelWeights build(Layout& L, const GgufFile& f, const ModelConfig& c, const Shard& s) {
@@ -134,9 +165,20 @@ ModelWeights build(Layout& L, const GgufFile& f, const ModelConfig& c, const Sha
   auto whole_vec = [&](const std::string& name) { return vec(name, whole(f.tensor(name))); };
 
   ModelWeights w;
+  // The token embeddings are read through the file mapping, a row a token,
+  // unless converted: then the ranks that look tokens up hold them, in the
+  // file's layout (dequantize_row reads a row of any type).
   const TensorView& embd = f.tensor("token_embd.weight");
-  w.embd =
-      Matrix{embd.type, static_cast<int64_t>(embd.rows()), static_cast<int64_t>(embd.ne[0]), embd.data, embd.row_bytes};
+  const int64_t vocab = static_cast<int64_t>(embd.rows()), width = static_cast<int64_t>(embd.ne[0]);
+  const GgmlType embd_type = L.type_for(embd);
+  if (embd_type == embd.type) {
+    w.embd = Matrix{embd.type, vocab, width, embd.data, embd.row_bytes};
+  } else if (s.first_stage()) {
+    L.align();
+    w.embd = Matrix{embd_type, vocab, width,
+                    L.place(embd.offset, embd.bytes, 1, 0, embd.type, embd_type, width, embd.part, true),
+                    row_bytes(embd_type, width)};
+  }
   w.layers.resize(c.n_layer);
   for (int64_t l = x.layers.begin; l < x.layers.end; ++l) {
     const std::string b = cat("blk.", l, ".");
@@ -173,16 +215,16 @@ ModelWeights build(Layout& L, const GgufFile& f, const ModelConfig& c, const Sha
 
 }  // namespace
 
-uint64_t shard_bytes(const GgufFile& file, const ModelConfig& config, const Shard& shard) {
-  Layout sizing;
+uint64_t shard_bytes(const GgufFile& file, const ModelConfig& config, const Shard& shard, const QuantizePlan& plan) {
+  Layout sizing(plan, file.path());
   build(sizing, file, config, shard);
   return sizing.size() + kPackedOverread;
 }
 
-RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, ThreadPool& pool,
-                       const std::function<void(uint64_t, uint64_t)>& progress) {
-  RankWeights out{PageBuffer(shard_bytes(file, config, shard)), {}};
-  Layout layout(out.memory.data());
+RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, const QuantizePlan& plan,
+                       ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress) {
+  RankWeights out{PageBuffer(shard_bytes(file, config, shard, plan)), {}};
+  Layout layout(plan, file.path(), out.memory.data());
   out.views = build(layout, file, config, shard);
 
   // Copy in batches: the pool's threads share each batch by bytes; after a
@@ -211,11 +253,11 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
     if (progress) progress(done, total);
     first = last;
   }
-  // The token embeddings stay in the file mapping: read them into the page
-  // cache now, or a token's first lookup waits on the disk (~2.5 ms; 65
-  // such reads in a 20b-4l run of a 128-token prompt and 48 new tokens).
-  if (shard.first_stage()) {
-    const TensorView& embd = file.tensor("token_embd.weight");
+  // The token embeddings read through the file mapping: read them into the
+  // page cache now, or a token's first lookup waits on the disk (~2.5 ms;
+  // 65 such reads in a 20b-4l run of a 128-token prompt and 48 new tokens).
+  const TensorView& embd = file.tensor("token_embd.weight");
+  if (shard.first_stage() && out.views.embd.data == embd.data) {
     pool.run([&](int t, int nt) {
       auto [begin, end] = ThreadPool::split(static_cast<int64_t>(embd.bytes), t, nt);
       file.part(embd.part).mapping().read_into_page_cache(embd.offset + begin, end - begin);
@@ -227,12 +269,12 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
   return out;
 }
 
-void drop_file_cache(const GgufFile& file) {
+void drop_file_cache(const GgufFile& file, bool keep_embeddings) {
   const TensorView& embd = file.tensor("token_embd.weight");
   for (int p = 0; p < file.parts(); ++p) {
     const GgufFile& part = file.part(p);
     const uint64_t begin = part.data_offset(), end = part.file_size();
-    if (p != embd.part) {
+    if (p != embd.part || !keep_embeddings) {
       part.mapping().drop_page_cache(begin, end - begin);
       continue;
     }

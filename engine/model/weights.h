@@ -15,6 +15,7 @@
 #include "engine/gguf/ggml_types.h"
 #include "engine/kernels/matrix.h"
 #include "engine/model/model_config.h"
+#include "engine/model/quantize_plan.h"
 #include "runtime/page_buffer.h"
 #include "runtime/thread_pool.h"
 #include "topology/model_shape.h"
@@ -61,28 +62,31 @@ Shard plan_shard(const ModelShape& shape, SplitMode mode, int rank, int ranks);
 
 struct RankWeights {
   PageBuffer memory;   // the shard's tensors, each 64-byte aligned
-  ModelWeights views;  // into memory, and into the file mapping for embd
+  ModelWeights views;  // into memory, and into the file mapping for embd (unless converted)
 };
 
 // Copies the shard's slices of every tensor out of the file into memory of
 // its own, on the pool's threads (so its pages are first touched by the
 // rank's pinned threads, on the rank's node), dropping the file pages from
-// this process as it goes; Q8_0 and MXFP4 rows are repacked for the kernels
-// on the way (kernels/packed_rows.h). progress(done, total) reports bytes
+// this process as it goes; rows are converted to the types the plan names
+// (--quantize) and rows of the kernels' types repacked for them
+// (kernels/packed_rows.h) on the way. progress(done, total) reports bytes
 // copied.
 // Throws InputError when a tensor cannot be cut as the shard needs (columns
-// inside a quantization block).
-RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, ThreadPool& pool,
-                       const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+// inside a quantization block) or converted as the plan asks.
+RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Shard& shard, const QuantizePlan& plan,
+                       ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 // The bytes load_shard allocates for the shard (rows as the kernels hold
-// them), from the file's header alone.
-uint64_t shard_bytes(const GgufFile& file, const ModelConfig& config, const Shard& shard);
+// them, in the plan's types), from the file's header alone; throws as
+// load_shard does.
+uint64_t shard_bytes(const GgufFile& file, const ModelConfig& config, const Shard& shard, const QuantizePlan& plan);
 
-// Drops the file's pages from the page cache, but for the token embeddings
-// (still read through the mapping): once every rank on the host has its
-// copy, so the machine holds about one copy of the model.
-void drop_file_cache(const GgufFile& file);
+// Drops the file's pages from the page cache -- but for the token
+// embeddings when they are still read through the mapping -- once every
+// rank on the host has its copy, so the machine holds about one copy of the
+// model.
+void drop_file_cache(const GgufFile& file, bool keep_embeddings);
 
 // Weight bytes this rank reads in one decode step: its attention, router and
 // output matrices and vectors, one embedding row, and its share of the top-k
