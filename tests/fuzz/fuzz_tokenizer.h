@@ -1,5 +1,8 @@
 // The o200k_harmony tokenizer the text fuzz targets share, built once from
-// tiktoken's ranks (TPS_O200K_JSON, which scripts/install-deps fetches).
+// tiktoken's ranks (TPS_O200K_JSON, which scripts/install-deps fetches),
+// before the first input (fuzz_tokenizer.cpp): libFuzzer's -timeout would
+// count the seconds building it takes on a busy machine against the first
+// input, and report the empty input as a hang.
 #pragma once
 
 #include <string_view>
