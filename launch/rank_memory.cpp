@@ -19,12 +19,13 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   if (static_cast<uint32_t>(o.ctx) > c.n_ctx_train)
     throw InputError(cat("--ctx ", o.ctx, ": more than the model's context length of ", c.n_ctx_train, " positions (",
                          file.path(), ")"));
-  const Shard shard = plan_shard(model_shape(file, c), choose_split(o), mpi.rank(), mpi.size());
+  const QuantizePlan quantize = parse_quantize(o.quantize);
+  const Shard shard = plan_shard(model_shape(file, c, quantize), choose_split(o), mpi.rank(), mpi.size());
   const GeneratorOptions g = generator_options(o);
   const int threads = setup.binding.threads;
 
   RankMemory m;
-  m.weights = shard_bytes(file, c, shard, parse_quantize(o.quantize));
+  m.weights = shard_bytes(file, c, shard, quantize);
   m.kv = kv_pool_bytes(scheduler_options(g, c, shard), c, shard);
   m.buffers = generator_bytes(g, c, shard, threads) - m.kv;
   m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.batch) * c.n_embd) : 0;

@@ -1,5 +1,6 @@
 #include "launch/run_options.h"
 
+#include "engine/model/quantize_plan.h"
 #include "launch/cli.h"
 #include "runtime/error.h"
 
@@ -17,6 +18,18 @@ void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
     positions = static_cast<int>(size->value);
   }
 }
+
+const CLI::Validator kQuantizeSpec(
+    [](std::string& text) -> std::string {
+      try {
+        parse_quantize(text);
+        return "";
+      } catch (const InputError& e) {  // CLI11 names the flag: the message's own "--quantize " goes
+        const std::string message = e.what(), flag = "--quantize ";
+        return message.starts_with(flag) ? message.substr(flag.size()) : message;
+      }
+    },
+    "SPEC");
 
 GeneratorOptions generator_options(const RunOptions& o) {
   GeneratorOptions g;

@@ -2,6 +2,7 @@
 // same on every rank.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
@@ -41,6 +42,10 @@ struct RunOptions {
 // "512M", "64K" (bytes per rank; powers of 1024). Throws InputError naming
 // the flag for anything else.
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
+
+// --quantize's text checked as the command line is parsed
+// (model/quantize_plan.h's parse_quantize), for tpsrun and tpstopo.
+extern const CLI::Validator kQuantizeSpec;
 
 // The generator's options these ask for.
 GeneratorOptions generator_options(const RunOptions& options);

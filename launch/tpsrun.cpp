@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "engine/kernels/kernel_set.h"
-#include "engine/model/quantize_plan.h"
 #include "launch/chat_command.h"
 #include "launch/cli.h"
 #include "launch/generate_command.h"
@@ -131,7 +130,8 @@ int main(int argc, char** argv) {
                  "convert weights as each rank loads them: int8 (every role to q8_0), int4 (attention and "
                  "experts to 4 bits, embeddings and output head to q8_0), or ROLE=TYPE,... with roles attn, "
                  "experts, embed, output, all and types q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_k..q6_k, "
-                 "iq4_xs; from F32/F16/BF16 weights, or Q8_0 to fewer bits (a preset keeps what is already lower)");
+                 "iq4_xs; from F32/F16/BF16 weights, or Q8_0 to fewer bits (a preset keeps what is already lower)")
+      ->check(tps::kQuantizeSpec);
   app.require_subcommand(0, 1);
 
   CLI::App* place =
@@ -253,11 +253,6 @@ int main(int argc, char** argv) {
                                      (mode ? "with `tpsrun " + mode->get_name() + "`" : std::string("without --chat")));
     }
     if (place->parsed()) return;
-    try {
-      tps::parse_quantize(run.quantize);
-    } catch (const tps::InputError& e) {
-      throw CLI::ValidationError(e.what());
-    }
     if (perplexity->parsed() && ppl.kl_base.empty() && ppl_text->count() == 0)
       throw CLI::ValidationError("perplexity: give the text with -f FILE, or a base with --kl-base FILE");
     if (generating && prompt->count() == 0 && prompts->count() == 0)

@@ -32,13 +32,15 @@ struct Options {
   std::string model;
   tps::GeneratorOptions kv;  // tpsrun's options that size the KV pool
   std::string kv_size;
+  std::string quantize;  // tpsrun's --quantize: the types the ranks would hold
   int hosts = 1;         // the plan's hosts, each this machine
   double node_gbps = 0;  // read bandwidth of a NUMA node, for the projection; 0: none
 };
 
 // What each rank would hold of a model in each split mode -- its weights and
 // the KV pool tpsrun would give it with these options -- and whether that
-// fits the memory of the rank's NUMA node (on this host what it has available:
+// fits the memory of the rank's NUMA node (weights in the types --quantize
+// converts them to) (on this host what it has available:
 // free plus droppable file pages; for a described machine, its total), over
 // `hosts` hosts each like this machine (ranks in host order). Ranks that
 // share a node share its memory and its bandwidth. With node_gbps, the
@@ -46,11 +48,12 @@ struct Options {
 // time: the slowest node's reads (cut inside layers, nodes read at once) or
 // every stage's reads in turn (a pipeline); exchanges not counted.
 nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const std::string& path,
-                         tps::GeneratorOptions kv, const std::string& kv_size, int hosts, double node_gbps) {
+                         tps::GeneratorOptions kv, const std::string& kv_size, const std::string& quantize, int hosts,
+                         double node_gbps) {
   using namespace tps;
   GgufFile f = GgufFile::open(path);
   ModelConfig c = read_model_config(f);
-  ModelShape shape = model_shape(f, c);
+  ModelShape shape = model_shape(f, c, parse_quantize(quantize));
   const int per_host = static_cast<int>(plan.ranks.size()), ranks = per_host * hosts;
   // Rank r runs on host r / per_host, node plan.ranks[r % per_host].numa_node.
   auto same_node = [&](int q, int r) {
@@ -58,6 +61,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
   };
   nlohmann::json j = {{"file", path},
                       {"weight_bytes", shape.total()},
+                      {"quantize", quantize},
                       {"layers", c.n_layer},
                       {"memory", m.is_this_host ? "available" : "total"},
                       {"hosts", hosts},
@@ -121,8 +125,9 @@ std::string model_fit_text(const nlohmann::json& j) {
   const std::string kv_size = kv["kv_size"].get<std::string>();
   const int hosts = j["hosts"].get<int>();
   std::string s =
-      cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights in ",
-          j["layers"].get<int>(), " layers; what each rank holds, by split mode, with the KV pool for ",
+      cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights",
+          j["quantize"].get<std::string>().empty() ? "" : " (--quantize " + j["quantize"].get<std::string>() + ")",
+          " in ", j["layers"].get<int>(), " layers; what each rank holds, by split mode, with the KV pool for ",
           kv["sequences"].get<int>(), " sequence(s) of ", kv["context"].get<int>(), " positions",
           kv_size.empty() ? "" : " (--kv-size " + kv_size + ")", " (node memory is ", j["memory"].get<std::string>(),
           " memory)", hosts > 1 ? cat(", on ", hosts, " such hosts") : "", ":\n");
@@ -157,7 +162,7 @@ int run(const Options& o) {
     plan = plan_placement(m, std::max(ranks, 1), o.threads);
   }
   nlohmann::json fit;
-  if (!o.model.empty()) fit = model_fit(m, *plan, o.model, o.kv, o.kv_size, o.hosts, o.node_gbps);
+  if (!o.model.empty()) fit = model_fit(m, *plan, o.model, o.kv, o.kv_size, o.quantize, o.hosts, o.node_gbps);
   std::vector<BandwidthResult> bw;
   if (o.bandwidth && o.bandwidth_mib > 0)
     for (const NumaNode& n : m.numa_nodes) {
@@ -236,6 +241,10 @@ int main(int argc, char** argv) {
       ->needs(model)
       ->capture_default_str();
   app.add_option("--kv-size", o.kv_size, "with --model: tpsrun's --kv-size")->needs(model);
+  app.add_option("--quantize", o.quantize,
+                 "with --model: tpsrun's --quantize (the weights in the types it converts to)")
+      ->check(tps::kQuantizeSpec)
+      ->needs(model);
   app.add_option("--hosts", o.hosts, "with --model: plan for this many hosts like this machine (ranks in host order)")
       ->check(CLI::Range(1, 1024))
       ->needs(model)

@@ -76,6 +76,31 @@ TEST(Tpstopo, ModelBytesPerRank) {
   EXPECT_NE(bad.err.find("/no/such.gguf: cannot open"), std::string::npos) << bad.err;
 }
 
+// --quantize plans the weights in the types tpsrun would convert them to:
+// the 16-bit tiny model at int8 is about half its bytes (F16 and BF16 to
+// Q8_0's 8.5 bits a weight), and a conversion tpsrun would refuse is
+// refused here.
+TEST(Tpstopo, QuantizedModelIsPlannedInItsNewTypes) {
+  const std::string model = std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny-f16.gguf";
+  auto weights = [&](const std::string& args) {
+    auto r = run_tool(tpstopo("--synthetic 'pack:2 numa:1 core:2 pu:1' --json --model " + model + " " + args));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code ? json{} : json::parse(r.out)["model"];
+  };
+  const json f16 = weights(""), int8 = weights("--quantize int8");
+  ASSERT_FALSE(f16.empty() || int8.empty());
+  EXPECT_EQ(int8["quantize"], "int8");
+  const double ratio = int8["weight_bytes"].get<double>() / f16["weight_bytes"].get<double>();
+  EXPECT_NEAR(ratio, 8.5 / 16, 0.02);
+  const json ranks = int8["splits"]["tensor"]["ranks"];
+  EXPECT_LT(ranks[0]["read_bytes_per_token"].get<double>(),
+            0.6 * f16["splits"]["tensor"]["ranks"][0]["read_bytes_per_token"].get<double>());
+  auto bad =
+      run_tool(tpstopo("--model " + std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf --quantize experts=q8_0"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("is MXFP4, already at a lower precision"), std::string::npos) << bad.err;
+}
+
 TEST(Tpstopo, ThisHostText) {
   auto r = run_tool(tpstopo("--ranks 2"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

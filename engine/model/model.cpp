@@ -7,7 +7,7 @@ Model load_model(GgufFile file, ThreadPool& pool, SplitMode mode, int rank, int 
   ModelConfig config = read_model_config(file);
   check_vector_tensors(file, config);
   Tokenizer tokenizer = Tokenizer::from_gguf(file);
-  Shard shard = plan_shard(model_shape(file, config), mode, rank, ranks);
+  Shard shard = plan_shard(model_shape(file, config, plan), mode, rank, ranks);
   RankWeights weights = load_shard(file, config, shard, plan, pool, progress);
   return Model{std::move(file), config, shard, std::move(weights), std::move(tokenizer)};
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/gguf/ggml_types.h"
+#include "engine/model/quantize_plan.h"
 #include "topology/model_shape.h"
 
 namespace tps {
@@ -77,7 +78,8 @@ ModelConfig read_model_config(const GgufFile& file);
 // does not. A NaN there turns every token into garbage.
 void check_vector_tensors(const GgufFile& file, const ModelConfig& config);
 
-// Bytes per layer, embeddings and output head, for planning.
-ModelShape model_shape(const GgufFile& file, const ModelConfig& config);
+// Bytes per layer, embeddings and output head, for planning: of the types
+// the plan converts the tensors to (--quantize), or the file's.
+ModelShape model_shape(const GgufFile& file, const ModelConfig& config, const QuantizePlan& plan = {});
 
 }  // namespace tps
