@@ -168,7 +168,12 @@ bool read_mapping(const std::function<void()>& read) {
     return false;
   }
   t_read_jump = &jump;
-  read();
+  try {
+    read();
+  } catch (...) {  // the jump dies with this frame
+    t_read_jump = nullptr;
+    throw;
+  }
   t_read_jump = nullptr;
   return true;
 }

@@ -68,7 +68,9 @@ class MappedFile {
 // false if a read touched a page the file no longer has (SIGBUS: the file
 // was truncated since it was mapped) -- the rest of `read` is then skipped
 // -- so that the caller can name the file instead of the process dying.
-// Elsewhere, SIGBUS keeps its default action.
+// Elsewhere, SIGBUS keeps its default action. `read` must hold no objects
+// with destructors across its reads (the skip is a siglongjmp); what it
+// throws passes through.
 bool read_mapping(const std::function<void()>& read);
 
 // The contents of a regular file of text (prompts, token ids) of at most

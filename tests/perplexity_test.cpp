@@ -148,7 +148,7 @@ TEST(Perplexity, BadInputIsOneLine) {
   one_line("-f " + text + " --kl-base " + text, "excludes");
   // --quantize: a role already at a lower precision (the release's MXFP4
   // experts), rows that are not whole blocks, text that is not a plan.
-  one_line("--ctx 16 -f " + text + " --quantize experts=q8_0", "is MXFP4, already at a lower precision");
+  one_line("--ctx 16 -f " + text + " --quantize experts=q8_0", "is MXFP4, already at this precision or lower");
   one_line("--ctx 16 -f " + text + " --quantize attn=q4_k", "not a whole number of Q4_K's 256-value blocks");
   one_line("-f " + text + " --quantize attn:q8_0", "'attn:q8_0': expected int8, int4 or ROLE=TYPE");
   // Log-probabilities over another vocabulary.

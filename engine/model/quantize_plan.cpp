@@ -68,15 +68,18 @@ GgmlType QuantizePlan::type_for(const TensorView& t, const std::string& path) co
     if (preset) return t.type;
     throw InputError(cat("--quantize ", role_name(*role), "=", lower(type_name(to)), ": ", where, " is ",
                          type_name(t.type), ", ",
-                         bits_per_weight(to) >= bits_per_weight(t.type) ? "already at a lower precision"
+                         bits_per_weight(to) >= bits_per_weight(t.type) ? "already at this precision or lower"
                                                                         : "quantized to another type than Q8_0",
                          " (--quantize converts F32, F16 and BF16 weights, and Q8_0 ones to fewer bits)"));
   }
   const uint32_t block = ggml_type_info(static_cast<uint32_t>(to))->block_elems;
   if (t.ne[0] % block)
     throw InputError(cat("--quantize ", role_name(*role), "=", lower(type_name(to)), ": ", where, " has rows of ",
-                         t.ne[0], " values, not a whole number of ", type_name(to), "'s ", block,
-                         "-value blocks (a 32-value type fits: q8_0, q4_0, q5_0, iq4_nl, mxfp4)"));
+                         t.ne[0], " values, not a whole number of ", type_name(to), "'s ", block, "-value blocks",
+                         block > 32 && t.ne[0] % 32 == 0
+                             ? " (a type of 32-value blocks fits: q8_0, q4_0, q4_1, q5_0, q5_1, "
+                               "iq4_nl, mxfp4)"
+                             : ""));
   return to;
 }
 
@@ -102,12 +105,13 @@ QuantizePlan parse_quantize(const std::string& spec) {
   plan.spec = spec;
   if (spec.empty()) return plan;
   auto all = [&](GgmlType t) { plan.target.fill(t); };
-  if (spec == "int8") {
+  const std::string text = lower(spec);  // as types are named: any case
+  if (text == "int8") {
     all(GgmlType::Q8_0);
     plan.preset = true;
     return plan;
   }
-  if (spec == "int4") {
+  if (text == "int4") {
     all(GgmlType::Q8_0);
     plan.target[static_cast<int>(WeightRole::attn)] = GgmlType::Q4_0;
     plan.target[static_cast<int>(WeightRole::experts)] = GgmlType::MXFP4;
@@ -115,9 +119,9 @@ QuantizePlan parse_quantize(const std::string& spec) {
     return plan;
   }
   size_t at = 0;
-  while (at <= spec.size()) {
-    const size_t end = std::min(spec.find(',', at), spec.size());
-    const std::string item = spec.substr(at, end - at);
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
       throw InputError(cat("--quantize '", spec, "': expected int8, int4 or ROLE=TYPE[,ROLE=TYPE...] with ROLE one of ",

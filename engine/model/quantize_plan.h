@@ -9,7 +9,8 @@
 //   output   the output head (output)
 // The router, norms, biases and sinks stay as the file has them (F32, and
 // small). A source converts from F32, F16 or BF16, or from Q8_0 to a type
-// of fewer bits; a role already at a lower precision is refused when named
+// of fewer bits; any other source (already at the target's precision or
+// lower, or quantized to another type) is refused when its role is named
 // (ROLE=TYPE) and left as it is by a preset.
 #pragma once
 
@@ -36,7 +37,7 @@ double bits_per_weight(GgmlType type);
 
 struct QuantizePlan {
   std::array<std::optional<GgmlType>, kWeightRoles> target{};  // by role; none: the file's type
-  bool preset = false;  // int8/int4: a role at or below the target's precision is kept
+  bool preset = false;  // int8/int4: a tensor that cannot convert is kept as it is
   std::string spec;     // as given, for messages
 
   bool empty() const;
@@ -55,7 +56,8 @@ struct QuantizePlan {
 // to Q8_0) or int4 (attention and experts to 4 bits, embeddings and output
 // head to Q8_0) -- or ROLE=TYPE[,ROLE=TYPE...] with a role above and a
 // quantized type the kernels take (q8_0, q4_0, mxfp4, q4_k, ...; "all" for
-// every role). Throws InputError naming the flag for anything else.
+// every role; roles and presets in any case, like types; a role named twice
+// takes the last). Throws InputError naming the flag for anything else.
 QuantizePlan parse_quantize(const std::string& spec);
 
 }  // namespace tps

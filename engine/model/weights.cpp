@@ -32,6 +32,13 @@ InputError changed_while_loading(const MappedFile& file) {
 // kernels (kernels/packed_rows.h) unless `file_layout`; others are copied.
 // A run of packed rows starts a matrix or a whole tile of one.
 struct Run {
+  // A thread's room for converting a run, made before the copy: the copy
+  // runs inside read_mapping, whose jump out of a SIGBUS must not leave
+  // objects with destructors behind.
+  struct Scratch {
+    std::vector<float> values;
+    std::vector<uint8_t> rows;
+  };
   uint64_t src, dst, bytes, count, stride, out;
   GgmlType from, to;
   int64_t cols;
@@ -42,8 +49,14 @@ struct Run {
   const uint8_t* source_row(const uint8_t* file, uint64_t r) const {
     return file + src + (count == 1 ? r * row_bytes(from, cols) : r * stride);
   }
-  void copy(const uint8_t* file, uint8_t* buffer) const {
-    const bool pack = is_packed_type(to) && !file_layout;
+  bool packs() const { return is_packed_type(to) && !file_layout; }
+  void prepare(Scratch& s) const {
+    if (from == to) return;
+    s.values.resize(cols);
+    if (packs()) s.rows.resize(rows() * row_bytes(to, cols));
+  }
+  void copy(const uint8_t* file, uint8_t* buffer, Scratch& s) const {
+    const bool pack = packs();
     if (from == to && !pack) {
       for (uint64_t k = 0; k < count; ++k) std::memcpy(buffer + dst + k * out, file + src + k * stride, bytes);
       return;
@@ -54,14 +67,12 @@ struct Run {
       return;
     }
     // Each row decoded to floats and encoded as `to`, in the file's layout
-    // (into the buffer itself, or a piece of rows to pack).
-    std::vector<float> values(cols);
-    std::vector<uint8_t> rows_to_pack(pack ? n * row : 0);
+    // (into the buffer itself, or the scratch rows to pack).
     for (uint64_t r = 0; r < n; ++r) {
-      dequantize_row(from, source_row(file, r), values.data(), cols);
-      quantize_row(to, values.data(), (pack ? rows_to_pack.data() : buffer + dst) + r * row, cols);
+      dequantize_row(from, source_row(file, r), s.values.data(), cols);
+      quantize_row(to, s.values.data(), (pack ? s.rows.data() : buffer + dst) + r * row, cols);
     }
-    if (pack) pack_rows(to, rows_to_pack.data(), row, buffer + dst, static_cast<int64_t>(n), cols);
+    if (pack) pack_rows(to, s.rows.data(), row, buffer + dst, static_cast<int64_t>(n), cols);
   }
 };
 
@@ -231,7 +242,8 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
   // batch its file pages leave this process and progress is reported.
   const std::vector<Run>& runs = layout.runs();
   auto mapping = [&](const Run& r) -> const MappedFile& { return file.part(r.part).mapping(); };
-  const uint64_t total = layout.size();
+  uint64_t total = 0;  // the runs' bytes (the layout's size adds the gaps between tensors)
+  for (const Run& r : runs) total += r.total();
   constexpr uint64_t kBatch = 256ull << 20;
   uint64_t done = 0;
   for (size_t first = 0; first < runs.size();) {
@@ -240,11 +252,13 @@ RankWeights load_shard(const GgufFile& file, const ModelConfig& config, const Sh
     while (last < runs.size() && (bytes < kBatch || last == first)) bytes += runs[last++].total();
     pool.run([&](int t, int nt) {
       auto [begin, end] = ThreadPool::split(static_cast<int64_t>(bytes), t, nt);
+      Run::Scratch scratch;
       int64_t at = 0;  // bytes of the batch before run i
       for (size_t i = first; i < last; at += runs[i].total(), ++i) {
         if (at < begin || at >= end) continue;  // each run goes to one thread
         const MappedFile& m = mapping(runs[i]);
-        if (!read_mapping([&] { runs[i].copy(m.data(), out.memory.data()); })) throw changed_while_loading(m);
+        runs[i].prepare(scratch);
+        if (!read_mapping([&] { runs[i].copy(m.data(), out.memory.data(), scratch); })) throw changed_while_loading(m);
       }
     });
     for (size_t i = first; i < last; ++i)
