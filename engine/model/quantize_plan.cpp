@@ -14,12 +14,13 @@ namespace {
 
 constexpr const char* kRoleNames[kWeightRoles] = {"attn", "experts", "embed", "output"};
 
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
-
 std::string lower(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+std::string upper(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   return s;
 }
 
@@ -37,9 +38,9 @@ const char* role_name(WeightRole role) { return kRoleNames[static_cast<int>(role
 
 std::optional<WeightRole> weight_role(std::string_view name) {
   for (const char* tail : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight"})
-    if (ends_with(name, tail)) return WeightRole::attn;
+    if (name.ends_with(tail)) return WeightRole::attn;
   for (const char* tail : {".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight"})
-    if (ends_with(name, tail)) return WeightRole::experts;
+    if (name.ends_with(tail)) return WeightRole::experts;
   if (name == "token_embd.weight") return WeightRole::embed;
   if (name == "output.weight") return WeightRole::output;
   return std::nullopt;
@@ -127,11 +128,7 @@ QuantizePlan parse_quantize(const std::string& spec) {
       throw InputError(cat("--quantize '", spec, "': expected int8, int4 or ROLE=TYPE[,ROLE=TYPE...] with ROLE one of ",
                            "attn, experts, embed, output, all; got '", item, "'"));
     const std::string role = item.substr(0, eq), type = item.substr(eq + 1);
-    const std::optional<GgmlType> t = type_from_name([&] {
-      std::string upper = type;
-      for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      return upper;
-    }());
+    const std::optional<GgmlType> t = type_from_name(upper(type));  // ggml's names are upper case
     if (!t || !is_packed_type(*t))
       throw InputError(cat("--quantize ", item, ": '", type, "' is not a type tps quantizes to (expected one of ",
                            type_list(), ")"));
