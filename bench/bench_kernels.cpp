@@ -171,9 +171,10 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
 // A decode step's attention in one layer of gpt-oss-20b: 64 query heads over
 // 8 KV heads of 64 dimensions, at `positions` cached positions, the KV heads
 // (each with its 8 query heads) split across the threads as the forward
-// pass does, the positions in blocks in pool order.
-// Reported: KV GB/s (the keys and values of the layer, counted once).
-void bm_attention(benchmark::State& state, Isa isa, int positions, int threads) {
+// pass does, the positions in blocks in pool order, the cache in `type`.
+// Reported: KV GB/s (the keys and values of the layer as stored, counted
+// once).
+void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, int threads) {
   const KernelSet& kernels = kernel_set(isa);
   constexpr int kHeads = 64, kKvHeads = 8, kDim = 64;
   ThreadPool& pool = ctx->pool(threads);
@@ -181,7 +182,7 @@ void bm_attention(benchmark::State& state, Isa isa, int positions, int threads) 
   config.n_layer = 1, config.n_head_kv = kKvHeads, config.head_dim = kDim, config.swa_pattern = 1;
   Shard shard;
   shard.share.layers = {0, 1}, shard.share.kv_heads = {0, kKvHeads};
-  KvPool cache(config, shard, blocks_for(positions), 0);
+  KvPool cache(config, shard, type, blocks_for(positions), 0);
   std::vector<int32_t> table(blocks_for(positions));
   std::iota(table.begin(), table.end(), 0);
   std::mt19937 rng(3);
@@ -205,7 +206,7 @@ void bm_attention(benchmark::State& state, Isa isa, int positions, int threads) 
     });
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = 2.0 * positions * kKvHeads * kDim * sizeof(float);  // keys and values
+  const double bytes = static_cast<double>(KvPool::block_bytes(config, shard, type, false)) / kKvBlock * positions;
   state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
@@ -267,13 +268,15 @@ int main(int argc, char** argv) {
                 ->Unit(benchmark::kMicrosecond);
           }
     for (Isa isa : supported_isas())
-      for (int positions : {128, 1024, 4096})
-        for (int threads : thread_counts)
-          benchmark::RegisterBenchmark(
-              cat("attention/", isa_name(isa), "/positions:", positions, "/threads:", threads).c_str(), bm_attention,
-              isa, positions, threads)
-              ->UseRealTime()
-              ->Unit(benchmark::kMicrosecond);
+      for (int t = 0; t < kKvTypeCount; ++t)
+        for (int positions : {128, 1024, 4096, 32768})
+          for (int threads : thread_counts)
+            benchmark::RegisterBenchmark(cat("attention/", isa_name(isa), "/", kv_type_name(KvType(t)),
+                                             "/positions:", positions, "/threads:", threads)
+                                             .c_str(),
+                                         bm_attention, isa, KvType(t), positions, threads)
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
   } catch (const std::exception& e) {

@@ -89,12 +89,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   if (!o.seed_given) sp.seed = std::random_device{}();
   r.exchange.broadcast(&sp.seed, sizeof sp.seed, 0);
   Generator gen(m, r.pool, r.exchange, generator_options(o));
-  if (root) {
-    const SchedulerOptions& so = gen.scheduler().options();
-    log_info("KV pool: ", so.full_blocks * kKvBlock, " positions (", so.full_blocks, " blocks of ", kKvBlock, ") and ",
-             so.sliding_blocks, " sliding-window blocks, ", static_cast<int64_t>(gen.kv().bytes() / 1e6),
-             " MB on each rank; up to ", so.max_sequences, " sequence(s) at once, ", so.max_tokens, " tokens a step");
-  }
+  r.log_kv_pool(gen);
 
   std::map<int, Followed> seqs;  // rank 0, by the generator's id
   int prompt_tokens = 0;
@@ -201,6 +196,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
                       {"exchange", transport_name(r.exchange.transport())},
                       {"threads", setup.binding.threads},
                       {"kernels", isa_name(best_kernel_set().isa)},
+                      {"kv_type", kv_type_name(gen.kv().type())},
                       {"seed", sp.seed},
                       {"load_seconds", r.load_seconds},
                       {"prompt_tokens", prompt_tokens},

@@ -194,7 +194,8 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
                       {"scored_tokens", base ? kl.tokens() : ppl.tokens()},
                       {"seconds", seconds},
                       {"split", split_mode_name(r.shard().mode)},
-                      {"ranks", mpi.size()}};
+                      {"ranks", mpi.size()},
+                      {"kv_type", kv_type_name(kv_type(o.kv_type))}};
   if (base) {
     const KlReport k = kl.report();
     j["base"] = base->path();

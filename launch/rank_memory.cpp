@@ -26,7 +26,7 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
 
   RankMemory m;
   m.weights = shard_bytes(file, c, shard, quantize);
-  m.kv = kv_pool_bytes(scheduler_options(g, c, shard), c, shard);
+  m.kv = kv_pool_bytes(scheduler_options(g, c, shard), g.kv_type, c, shard);
   m.buffers = generator_bytes(g, c, shard, threads) - m.kv;
   m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.batch) * c.n_embd) : 0;
   // The ranks this host placed on the same node share it.

@@ -96,10 +96,22 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   }
 }
 
+void RankRun::log_kv_pool(const Generator& gen) const {
+  if (model.shard.rank != 0) return;
+  const SchedulerOptions& so = gen.scheduler().options();
+  const KvPool& kv = gen.kv();
+  const uint64_t position = KvPool::block_bytes(model.config, model.shard, kv.type(), false) / kKvBlock;
+  log_info("KV pool: ", kv_type_name(kv.type()), ", ", format_bytes(position), " a position in full-attention layers; ",
+           so.full_blocks * kKvBlock, " positions (", so.full_blocks, " blocks of ", kKvBlock, ") and ",
+           so.sliding_blocks, " sliding-window blocks, ", static_cast<int64_t>(kv.bytes() / 1e6),
+           " MB on each rank; up to ", so.max_sequences, " sequence(s) at once, ", so.max_tokens, " tokens a step");
+}
+
 SessionOptions RankRun::session_options(const RunOptions& o, int ctx) const {
   SessionOptions so;
   so.n_ctx = ctx;
   so.max_batch = o.batch;
+  so.kv_type = kv_type(o.kv_type);
   so.yarn_truncate = o.yarn_truncate;
   return so;
 }

@@ -43,6 +43,9 @@ struct RankRun {
   bool pipeline() const { return shard().mode == SplitMode::layers; }
   int last_rank() const { return shard().ranks - 1; }
   SessionOptions session_options(const RunOptions& options, int ctx) const;
+  // Rank 0: one line on gen's KV pool -- its type, the bytes a position
+  // takes, its positions and blocks, its size on each rank.
+  void log_kv_pool(const Generator& gen) const;
 };
 
 // Opens the model file of the options on every rank, and checks that the

@@ -31,12 +31,25 @@ const CLI::Validator kQuantizeSpec(
     },
     "SPEC");
 
+const CLI::Validator kKvTypeName(
+    [](std::string& text) -> std::string {
+      return parse_kv_type(text) ? "" : "'" + text + "': expected f32, f16, bf16 or q8_0";
+    },
+    "TYPE");
+
+KvType kv_type(const std::string& text) {
+  if (text.empty()) return kDefaultKvType;
+  if (const std::optional<KvType> type = parse_kv_type(text)) return *type;
+  throw InputError(cat("--kv-type '", text, "': expected f32, f16, bf16 or q8_0"));
+}
+
 GeneratorOptions generator_options(const RunOptions& o) {
   GeneratorOptions g;
   g.max_sequences = o.parallel;
   g.max_tokens = o.batch;
   g.context = o.ctx;
   parse_kv_size(o.kv_size, g.kv_positions, g.kv_bytes);
+  g.kv_type = kv_type(o.kv_type);
   g.prefix_reuse = !o.no_prefix_cache;
   g.yarn_truncate = o.yarn_truncate;
   return g;

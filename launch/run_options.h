@@ -34,6 +34,7 @@ struct RunOptions {
   std::string ids_file;           // score: the token sequence
   std::string quantize;           // --quantize: weights converted at load (model/quantize_plan.h)
   std::string kv_size;            // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
+  std::string kv_type;            // its keys' and values' type (kernels/kv_format.h); "": the default
   bool no_prefix_cache = false;   // never reuse cached prompt prefixes
   std::string alias;              // serve: the model's id in the API (default: the file's name)
 };
@@ -46,6 +47,9 @@ void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
 // --quantize's text checked as the command line is parsed
 // (model/quantize_plan.h's parse_quantize), for tpsrun and tpstopo.
 extern const CLI::Validator kQuantizeSpec;
+// --kv-type's text checked likewise; kv_type() its value ("": the default).
+extern const CLI::Validator kKvTypeName;
+KvType kv_type(const std::string& text);
 
 // The generator's options these ask for.
 GeneratorOptions generator_options(const RunOptions& options);

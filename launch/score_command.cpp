@@ -65,6 +65,7 @@ int run_score(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup
                       {"split", split_mode_name(m.shard.mode)},
                       {"ranks", mpi.size()},
                       {"yarn_truncate", o.yarn_truncate},
+                      {"kv_type", kv_type_name(kv_type(o.kv_type))},
                       {"positions", positions}};
   if (o.json) {
     print_json(j);

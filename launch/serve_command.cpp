@@ -55,12 +55,14 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
                            {"file", o.model},
                            {"split", split_mode_name(r.shard().mode)},
                            {"kernels", isa_name(best_kernel_set().isa)},
+                           {"kv_type", kv_type_name(gen.kv().type())},
                            {"started", std::time(nullptr)},
                            {"ranks", nlohmann::json::array()}};
   for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
   const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
   status["model"] = model_id;
   server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx}, status);
+  r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
   log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,
            " sequence(s) at once of up to ", sched.context, " positions, ", so.max_queue, " more waiting");

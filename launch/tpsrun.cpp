@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
   auto* ctx = app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
                   ->check(tps::kPositive)
                   ->capture_default_str();
+  app.add_option("--kv-type", run.kv_type,
+                 std::string("the KV cache's keys and values: f32, f16, bf16 or q8_0 (default ") +
+                     tps::kv_type_name(tps::kDefaultKvType) + "; q8_0 takes 27% of f32's memory)")
+      ->check(tps::kKvTypeName);
   app.add_option("--batch", run.batch, "prompt tokens per forward step")->check(tps::kPositive)->capture_default_str();
   app.add_flag("--chat", run.chat,
                "wrap the prompt in the harmony chat format and print only "
@@ -204,30 +208,12 @@ int main(int argc, char** argv) {
                      "treat <|start|> and other control-token text as plain text");
   // Options that do nothing in a mode are refused there, not ignored.
   const std::vector<std::pair<CLI::App*, std::vector<std::string>>> idle_options = {
-      {place, {"--model",
-               "--prompt",
-               "--prompts-file",
-               "--parallel",
-               "--kv-size",
-               "--no-prefix-cache",
-               "--max-tokens",
-               "--temp",
-               "--top-k",
-               "--top-p",
-               "--min-p",
-               "--seed",
-               "--ctx",
-               "--batch",
-               "--chat",
-               "--show-analysis",
-               "--reasoning",
-               "--json",
-               "--top-logprobs",
-               "--yarn-truncate",
-               "--split",
-               "--exchange",
-               "--keep-page-cache",
-               "--quantize"}},
+      {place,
+       {"--model",      "--prompt",       "--prompts-file",  "--parallel", "--kv-size",       "--no-prefix-cache",
+        "--max-tokens", "--temp",         "--top-k",         "--top-p",    "--min-p",         "--seed",
+        "--ctx",        "--kv-type",      "--batch",         "--chat",     "--show-analysis", "--reasoning",
+        "--json",       "--top-logprobs", "--yarn-truncate", "--split",    "--exchange",      "--keep-page-cache",
+        "--quantize"}},
       {score,
        {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
         "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning"}},

@@ -32,6 +32,7 @@ struct Options {
   std::string model;
   tps::GeneratorOptions kv;  // tpsrun's options that size the KV pool
   std::string kv_size;
+  std::string kv_type;   // tpsrun's --kv-type
   std::string quantize;  // tpsrun's --quantize: the types the ranks would hold
   int hosts = 1;         // the plan's hosts, each this machine
   double node_gbps = 0;  // read bandwidth of a NUMA node, for the projection; 0: none
@@ -70,7 +71,8 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
                        {{"context", kv.context},
                         {"sequences", kv.max_sequences},
                         {"step_tokens", kv.max_tokens},
-                        {"kv_size", kv_size}}},
+                        {"kv_size", kv_size},
+                        {"kv_type", kv_type_name(kv.kv_type)}}},
                       {"splits", nlohmann::json::object()}};
   parse_kv_size(kv_size, kv.kv_positions, kv.kv_bytes);
   for (SplitMode mode : {SplitMode::layers, SplitMode::experts, SplitMode::tensor}) {
@@ -82,7 +84,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
     for (int r = 0; r < ranks; ++r) {
       const Shard shard{mode, r, ranks, shares[r]};
       pools[r] = scheduler_options(kv, c, shard);
-      kv_bytes[r] = kv_pool_bytes(pools[r], c, shard);
+      kv_bytes[r] = kv_pool_bytes(pools[r], kv.kv_type, c, shard);
     }
     double token_seconds = 0;  // cut inside layers: the slowest node's; a pipeline: every stage's
     for (int r = 0; r < ranks; ++r) {
@@ -128,9 +130,9 @@ std::string model_fit_text(const nlohmann::json& j) {
       cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights",
           j["quantize"].get<std::string>().empty() ? "" : " (--quantize " + j["quantize"].get<std::string>() + ")",
           " in ", j["layers"].get<int>(), " layers; what each rank holds, by split mode, with the KV pool for ",
-          kv["sequences"].get<int>(), " sequence(s) of ", kv["context"].get<int>(), " positions",
-          kv_size.empty() ? "" : " (--kv-size " + kv_size + ")", " (node memory is ", j["memory"].get<std::string>(),
-          " memory)", hosts > 1 ? cat(", on ", hosts, " such hosts") : "", ":\n");
+          kv["sequences"].get<int>(), " sequence(s) of ", kv["context"].get<int>(), " positions in ",
+          kv["kv_type"].get<std::string>(), kv_size.empty() ? "" : " (--kv-size " + kv_size + ")", " (node memory is ",
+          j["memory"].get<std::string>(), " memory)", hosts > 1 ? cat(", on ", hosts, " such hosts") : "", ":\n");
   for (const auto& [mode, split] : j["splits"].items()) {
     if (split.contains("projected_tokens_per_s"))
       s += cat("  ", mode, ": one sequence decodes at most ",
@@ -241,6 +243,7 @@ int main(int argc, char** argv) {
       ->needs(model)
       ->capture_default_str();
   app.add_option("--kv-size", o.kv_size, "with --model: tpsrun's --kv-size")->needs(model);
+  app.add_option("--kv-type", o.kv_type, "with --model: tpsrun's --kv-type")->check(tps::kKvTypeName)->needs(model);
   app.add_option("--quantize", o.quantize,
                  "with --model: tpsrun's --quantize (the weights in the types it converts to)")
       ->check(tps::kQuantizeSpec)
@@ -257,5 +260,8 @@ int main(int argc, char** argv) {
   tps::add_version_flag(app, [] { return "hwloc: " + tps::hwloc_version(); });
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   tps::log_configure("tpstopo", tps::LogLevel::info);
-  return tps::run_tool("tpstopo", [&] { return run(o); });
+  return tps::run_tool("tpstopo", [&] {
+    o.kv.kv_type = tps::kv_type(o.kv_type);
+    return run(o);
+  });
 }

@@ -34,6 +34,7 @@ GENERATE = {
     "--batch": (["", "0", "-1", "100000000", "3000000000"], ["1"]),
     "--parallel": (["", "0", "-1", "100000"], ["3"]),
     "--kv-size": (["", "0", "-1", "abc", "1.5", "1000G", "99999999999999999999"], ["1M"]),
+    "--kv-type": (["", "q4_0", "f64", "8", "q8_0 "], ["q8_0", "BF16"]),
     "--top-logprobs": (["", "-1", "101", "abc"], ["0"]),
     "-t": (["", "0", "-1", "100000", "abc"], ["16"]),
     "--split": (["", "foo"], ["layers"]),
@@ -88,7 +89,7 @@ class Sweep(unittest.TestCase):
         # What every rank sees is said once; a sample of each kind of refusal.
         for flag, value in [("--ctx", "1e9"), ("--ctx", "2147483647"), ("--batch", "100000000"), ("-t", "100000"),
                             ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1"),
-                            ("--quantize", "experts=q8_0")]:
+                            ("--quantize", "experts=q8_0"), ("--kv-type", "q4_0")]:
             with self.subTest(flag=flag, value=value):
                 argv, names = self.generate(flag, value)
                 self.run_case(argv, "tpsrun", True, names, ranks=2)
@@ -110,6 +111,8 @@ class Sweep(unittest.TestCase):
             ([*m, "perplexity", "--kl-base", files("empty"), "--chunks", "2"], "--chunks"),
             ([*m, "perplexity", "-f", files("empty"), "--save-logits", files("directory")], files("directory")),
             ([*m, "perplexity", "-f", files("empty"), "--temp", "1"], "--temp"),
+            ([*m, "perplexity", "-f", files("empty"), "--kv-type", "int8"], "--kv-type"),
+            (["--kv-type", "f16", "place"], "--kv-type"),
             (["tokenize", *m, "--file", files("fifo")], files("fifo")),
             (["tokenize", "-m", files("fifo"), "--text", "hi"], files("fifo")),
             (["tokenize", *m, "--text", ""], "--text"),
@@ -129,6 +132,8 @@ class Sweep(unittest.TestCase):
             (["--model", files("fifo")], files("fifo")),
             (["--model", files("directory")], files("directory")),
             (["--model", ARGS.model, "--kv-size", "abc"], "--kv-size"),
+            (["--model", ARGS.model, "--kv-type", "q4_0"], "--kv-type"),
+            (["--kv-type", "f16"], "--kv-type"),
         ]
         for argv, name in cases:
             with self.subTest(argv=argv):

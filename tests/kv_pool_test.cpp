@@ -3,6 +3,8 @@
 // boundary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -25,62 +27,106 @@ struct OneLayer {
   }
 };
 
-// Attention over the pool with the scalar kernels gives the plain loops'
-// bits: scores summed over the dimensions in order, values over the
-// positions in order; every other instruction set the same within
-// rounding. For each of the query heads of a kv head (5: the vector
-// kernels' 4 at once and one more), head sizes with and without partial
-// vectors, blocks out of order in the pool, a window whose table starts past
-// block 0, runs that start and end inside key blocks, and more positions
-// than one pass of values.
-TEST(KvPool, AttentionIsThePlainLoop) {
-  for (int hd : {64, 24, 12}) {
-    const int kv_heads = 3, heads = 5, width = kv_heads * hd, window = 21;
-    const OneLayer layer(kv_heads, hd, true);
-    KvPool pool(layer.config, layer.shard, 0, 8);
-    ASSERT_EQ(pool.blocks(true), 8);
-    EXPECT_EQ(KvPool::block_bytes(layer.config, layer.shard, true), 2u * kKvBlock * width * sizeof(float));
-    const std::vector<int32_t> table = {6, 2, 7, 0, 4};  // block numbers 0..4 (positions 0..79)
-    std::mt19937 rng(hd);
-    std::normal_distribution<float> normal;
-    std::vector<std::vector<float>> keys, values;
-    std::vector<float> q(heads * hd), scores(heads * window), out(heads * hd), sinks(heads);
-    for (int pos = 0; pos < 80; ++pos) {
-      keys.emplace_back(width), values.emplace_back(width);
-      for (float& x : keys.back()) x = normal(rng);
-      for (float& x : values.back()) x = normal(rng);
-      pool.store(0, table[pos / kKvBlock], pos % kKvBlock, keys.back().data(), values.back().data());
-      for (float& x : q) x = normal(rng);
-      for (float& x : sinks) x = normal(rng);
-      const int g = pos % kv_heads, first = first_visible(pos, window, true);
-      const float scale = 0.125f;
-      std::vector<float> want(heads * hd);
-      for (int h = 0; h < heads; ++h) {
-        std::vector<float> z;
-        for (int s = first; s <= pos; ++s) {
-          float dot = 0;
-          for (int i = 0; i < hd; ++i) dot += q[h * hd + i] * keys[s][g * hd + i];
-          z.push_back(dot * scale);
-        }
-        softmax_with_sink(z, sinks[h]);
-        for (int i = 0; i < hd; ++i)
-          for (int s = first; s <= pos; ++s) want[h * hd + i] += z[s - first] * values[s][g * hd + i];
+// A row of values as a cache of `type` keeps them, derived from
+// kernels/kv_format.h's description rather than its code: 16-bit floats
+// rounded to nearest even; q8_0 in blocks of 32, scale max|x| / 127 kept as
+// f16, codes round(x / scale) with the unrounded scale.
+std::vector<float> as_stored(KvType type, std::vector<float> x) {
+  for (size_t b = 0; b < x.size(); b += 32) {
+    const size_t end = std::min(x.size(), b + 32);
+    float amax = 0;
+    for (size_t i = b; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (size_t i = b; i < end; ++i) switch (type) {
+        case KvType::f32: break;
+        case KvType::f16: x[i] = fp16_to_fp32(fp32_to_fp16(x[i])); break;
+        case KvType::bf16: x[i] = bf16_to_fp32(fp32_to_bf16(x[i])); break;
+        case KvType::q8_0: x[i] = fp16_to_fp32(fp32_to_fp16(amax / 127)) * std::nearbyint(x[i] / (amax / 127)); break;
       }
-      for (Isa isa : supported_isas()) {
-        const int b0 = first / kKvBlock;
-        pool.attend(kernel_set(isa), 0, std::span<const int32_t>(table).subspan(b0), b0, q.data(), heads, g, first, pos,
-                    scale, sinks.data(), scores.data(), out.data());
-        for (int i = 0; i < heads * hd; ++i) {
-          if (isa == Isa::scalar)
-            ASSERT_EQ(out[i], want[i]) << "head_dim " << hd << " position " << pos << " head " << i / hd << " dim "
-                                       << i % hd;
-          else
-            ASSERT_NEAR(out[i], want[i], 2e-6f) << isa_name(isa) << " head_dim " << hd << " position " << pos
-                                                << " head " << i / hd << " dim " << i % hd;
+  }
+  return x;
+}
+
+// Attention over the pool with the scalar kernels gives the plain loops'
+// bits over the keys and values as the pool's type keeps them: scores
+// summed over the dimensions in order, values over the positions in order;
+// every other instruction set the same within rounding. For each type; for
+// each of the query heads of a kv head (5: the vector kernels' 4 at once
+// and one more), head sizes with and without partial vectors (and, for
+// q8_0, a short last block of 32), blocks out of order in the pool, a
+// window whose table starts past block 0, runs that start and end inside
+// key blocks, and more positions than one pass of values.
+TEST(KvPool, AttentionIsThePlainLoop) {
+  for (int t = 0; t < kKvTypeCount; ++t)
+    for (int hd : {64, 24, 12, 72}) {
+      const KvType type = static_cast<KvType>(t);
+      const int kv_heads = 3, heads = 5, width = kv_heads * hd, window = 21;
+      const OneLayer layer(kv_heads, hd, true);
+      KvPool pool(layer.config, layer.shard, type, 0, 8);
+      ASSERT_EQ(pool.blocks(true), 8);
+      EXPECT_EQ(KvPool::block_bytes(layer.config, layer.shard, type, true),
+                kv_heads * (kv_key_block_bytes(type, hd) + kKvBlock * kv_value_bytes(type, hd)));
+      const std::vector<int32_t> table = {6, 2, 7, 0, 4};  // block numbers 0..4 (positions 0..79)
+      std::mt19937 rng(hd);
+      std::normal_distribution<float> normal;
+      std::vector<std::vector<float>> keys, values;  // as stored, by kv head
+      std::vector<float> q(heads * hd), scores(heads * window), out(heads * hd), sinks(heads);
+      for (int pos = 0; pos < 80; ++pos) {
+        std::vector<float> k(width), v(width);
+        for (float& x : k) x = normal(rng);
+        for (float& x : v) x = normal(rng);
+        pool.store(0, table[pos / kKvBlock], pos % kKvBlock, k.data(), v.data());
+        keys.emplace_back(), values.emplace_back();
+        for (int g = 0; g < kv_heads; ++g) {
+          const std::vector<float> kg = as_stored(type, {k.begin() + g * hd, k.begin() + (g + 1) * hd}),
+                                   vg = as_stored(type, {v.begin() + g * hd, v.begin() + (g + 1) * hd});
+          keys.back().insert(keys.back().end(), kg.begin(), kg.end());
+          values.back().insert(values.back().end(), vg.begin(), vg.end());
+        }
+        for (float& x : q) x = normal(rng);
+        for (float& x : sinks) x = normal(rng);
+        const int g = pos % kv_heads, first = first_visible(pos, window, true);
+        const float scale = 0.125f;
+        std::vector<float> want(heads * hd);
+        for (int h = 0; h < heads; ++h) {
+          std::vector<float> z;
+          for (int s = first; s <= pos; ++s) {
+            float dot = 0;
+            for (int i = 0; i < hd; ++i) dot += q[h * hd + i] * keys[s][g * hd + i];
+            z.push_back(dot * scale);
+          }
+          softmax_with_sink(z, sinks[h]);
+          for (int i = 0; i < hd; ++i)
+            for (int s = first; s <= pos; ++s) want[h * hd + i] += z[s - first] * values[s][g * hd + i];
+        }
+        for (Isa isa : supported_isas()) {
+          const int b0 = first / kKvBlock;
+          pool.attend(kernel_set(isa), 0, std::span<const int32_t>(table).subspan(b0), b0, q.data(), heads, g, first,
+                      pos, scale, sinks.data(), scores.data(), out.data());
+          for (int i = 0; i < heads * hd; ++i) {
+            if (isa == Isa::scalar)
+              ASSERT_EQ(out[i], want[i]) << kv_type_name(type) << " head_dim " << hd << " position " << pos << " head "
+                                         << i / hd << " dim " << i % hd;
+            else
+              ASSERT_NEAR(out[i], want[i], 2e-6f) << isa_name(isa) << " " << kv_type_name(type) << " head_dim " << hd
+                                                  << " position " << pos << " head " << i / hd << " dim " << i % hd;
+          }
         }
       }
     }
-  }
+}
+
+// What a position costs in each type: f32 4 bytes a value, f16 and bf16 2,
+// q8_0 34 per 32 (and a whole scale for a short last block).
+TEST(KvPool, BytesOfEachType) {
+  EXPECT_EQ(kv_value_bytes(KvType::f32, 64), 256u);
+  EXPECT_EQ(kv_value_bytes(KvType::f16, 64), 128u);
+  EXPECT_EQ(kv_value_bytes(KvType::bf16, 64), 128u);
+  EXPECT_EQ(kv_value_bytes(KvType::q8_0, 64), 68u);
+  EXPECT_EQ(kv_value_bytes(KvType::q8_0, 72), 78u);
+  EXPECT_EQ(kv_key_block_bytes(KvType::q8_0, 64), 16u * 68);
+  EXPECT_EQ(kv_key_block_bytes(KvType::f16, 64), 16u * 128);
+  for (const char* name : {"f32", "F16", "bf16", "Q8_0"}) EXPECT_TRUE(parse_kv_type(name)) << name;
+  for (const char* name : {"", "q8", "f64", "q4_0", "f16 "}) EXPECT_FALSE(parse_kv_type(name)) << name;
 }
 
 TEST(KvPool, SlidingWindowBoundary) {

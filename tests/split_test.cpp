@@ -129,6 +129,27 @@ TEST(Split, SplitModelFileGivesTheSameTokens) {
   }
 }
 
+// Each KV cache type gives one rank's tokens on two, each way: q8_0's
+// blocks of 32 lie within a kv head, which a tensor split keeps whole.
+TEST(Split, EveryKvTypeGivesOneRanksTokens) {
+  for (const std::string type : {"f32", "f16", "bf16", "q8_0"}) {
+    const std::string greedy = "-n 32 --temp 0 --top-logprobs 5 --kv-type " + type;
+    json one = generate("tiny", 1, "", greedy);
+    ASSERT_FALSE(one.is_null());
+    EXPECT_EQ(one["kv_type"], type);
+    for (const std::string mode : {"tensor", "experts", "layers"}) {
+      SCOPED_TRACE(type + " KV cache, " + mode + " split");
+      json got = generate("tiny", 2, "", greedy + " --split " + mode);
+      if (got.is_null()) continue;
+      EXPECT_EQ(got["kv_type"], type);
+      EXPECT_EQ(got["generated_ids"], one["generated_ids"]);
+      auto [largest, median] = logprob_diffs(one, got);
+      EXPECT_LT(largest, 0.1);
+      EXPECT_LT(median, 1e-3);
+    }
+  }
+}
+
 // Sampling with a seed draws the same tokens from the same logits whatever
 // the rank count. A pipeline computes every layer on one rank, so its logits
 // are bit-identical to one rank's and so must its sampled tokens be, with the

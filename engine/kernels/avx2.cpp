@@ -17,6 +17,6 @@ namespace avx2 {
 }  // namespace avx2
 
 const KernelSet kAvx2Kernels{Isa::avx2,    avx2::kQuantized, avx2::f32,          avx2::f16,       avx2::bf16,
-                             avx2::swiglu, avx2::score_keys, avx2::softmax_sink, avx2::add_values};
+                             avx2::swiglu, avx2::kScoreKeys, avx2::softmax_sink, avx2::kAddValues};
 
 }  // namespace tps

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/gguf/quant_blocks.h"
+#include "engine/kernels/kv_format.h"
 #include "engine/kernels/packed_rows.h"
 
 namespace tps {
@@ -49,10 +50,6 @@ struct Activations {
   int64_t d_stride() const { return 8 * block_groups(cols); }    // floats per token in d, offset
 };
 
-// Keys in a block of a KV cache's keys, stored [head_dim][kKeyBlock] (one
-// lane per position) so that the scores of a block come out together.
-constexpr int kKeyBlock = 16;
-
 // One instruction set's kernels: the matrix products, the experts'
 // activation and attention's steps.
 struct KernelSet {
@@ -76,17 +73,21 @@ struct KernelSet {
   void (*swiglu)(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
                  float alpha, float limit, float* out);
   // Attention of query heads [0, heads) (q [heads][head_dim]) that share a
-  // kv head, the sums of each in the plain loop's order in the scalar set:
+  // kv head, over a KV cache of each type (kernels/kv_format.h; by
+  // KvType), the sums of each in the plain loop's order in the scalar set:
   //   scores[h * stride + j] = scale x (q_h . key first + j) for j < count,
-  //     of a key block kb [head_dim][kKeyBlock] (first + count <= kKeyBlock);
-  void (*score_keys)(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
-                     float* scores, int64_t stride);
+  //     of a key block kb (first + count <= kKeyBlock);
+  using ScoreKeys = void (*)(const float* q, int heads, int head_dim, const uint8_t* kb, float scale, int first,
+                             int count, float* scores, int64_t stride);
+  std::array<ScoreKeys, kKvTypeCount> score_keys;
   //   z = the softmax of z's n logits and a sink logit that joins only the
   //     denominator (softmax_with_sink, layer_math.h);
   void (*softmax_sink)(float* z, int n, float sink);
   //   out[h * head_dim + i] += the sum over s < n of p[h * stride + s] x
-  //     v[s][i] (v: n positions' values of the kv head).
-  void (*add_values)(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim, float* out);
+  //     v[s][i] (v: n positions' value rows of the kv head).
+  using AddValues = void (*)(const float* p, int64_t stride, int heads, const uint8_t* const* v, int n, int head_dim,
+                             float* out);
+  std::array<AddValues, kKvTypeCount> add_values;
 };
 
 // The kernels of one instruction set (compiled in; the CPU must support it).

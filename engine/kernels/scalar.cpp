@@ -136,33 +136,40 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
-void score_keys(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
+template <KvType T>
+void score_keys(const float* q, int heads, int head_dim, const uint8_t* kb, float scale, int first, int count,
                 float* scores, int64_t stride) {
   for (int h = 0; h < heads; ++h)
     for (int j = first; j < first + count; ++j) {
       float dot = 0;
-      for (int i = 0; i < head_dim; ++i) dot += q[h * head_dim + i] * kb[i * kKeyBlock + j];
+      for (int i = 0; i < head_dim; ++i) dot += q[h * head_dim + i] * key_at(T, kb, head_dim, i, j);
       scores[h * stride + j - first] = dot * scale;
     }
 }
 
 void softmax_sink(float* z, int n, float sink) { softmax_with_sink(std::span<float>(z, static_cast<size_t>(n)), sink); }
 
-void add_values(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim, float* out) {
+template <KvType T>
+void add_values(const float* p, int64_t stride, int heads, const uint8_t* const* v, int n, int head_dim, float* out) {
   for (int h = 0; h < heads; ++h)
     for (int i = 0; i < head_dim; ++i) {
       float acc = out[h * head_dim + i];
-      for (int s = 0; s < n; ++s) acc += p[h * stride + s] * v[s][i];
+      for (int s = 0; s < n; ++s) acc += p[h * stride + s] * value_at(T, v[s], head_dim, i);
       out[h * head_dim + i] = acc;
     }
 }
 
 }  // namespace
 
-const KernelSet kScalarKernels{Isa::scalar, quantized_kernels(std::make_index_sequence<kPackedTypeCount>()),
-                               f32,         f16,
-                               bf16,        swiglu,
-                               score_keys,  softmax_sink,
-                               add_values};
+const KernelSet kScalarKernels{
+    Isa::scalar,
+    quantized_kernels(std::make_index_sequence<kPackedTypeCount>()),
+    f32,
+    f16,
+    bf16,
+    swiglu,
+    {score_keys<KvType::f32>, score_keys<KvType::f16>, score_keys<KvType::bf16>, score_keys<KvType::q8_0>},
+    softmax_sink,
+    {add_values<KvType::f32>, add_values<KvType::f16>, add_values<KvType::bf16>, add_values<KvType::q8_0>}};
 
 }  // namespace tps

@@ -647,16 +647,62 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
+// Lanes 0..15 of dimension i of a key block of type T (kernels/kv_format.h)
+// as two vectors, the values key_at gives.
+static_assert(kKeyBlock == 16, "a key block is two vectors");
+template <KvType T>
+inline void load_keys(const uint8_t* kb, int head_dim, int i, __m256& k0, __m256& k1) {
+  const uint8_t* p = kb + int64_t{16} * kv_element_bytes(T) * i;
+  if constexpr (T == KvType::f32) {
+    k0 = _mm256_loadu_ps(reinterpret_cast<const float*>(p)),
+    k1 = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8);
+  } else if constexpr (T == KvType::f16) {
+    k0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    k1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+  } else if constexpr (T == KvType::bf16) {
+    auto widen = [](const uint8_t* b) {
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))), 16));
+    };
+    k0 = widen(p), k1 = widen(p + 16);
+  } else {
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const uint8_t* scales = kb + int64_t{16} * head_dim + 32 * (i / kKvQ8Block);
+    k0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)),
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))));
+    k1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8))),
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16))));
+  }
+}
+
+// Dimensions [i, i + 8) of a values row of type T, the values value_at
+// gives (i a multiple of 8).
+template <KvType T>
+inline __m256 load_values(const uint8_t* v, int head_dim, int i) {
+  const uint8_t* p = v + int64_t{kv_element_bytes(T)} * i;
+  if constexpr (T == KvType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  if constexpr (T == KvType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  if constexpr (T == KvType::bf16)
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  if constexpr (T == KvType::q8_0) {
+    uint16_t scale;
+    std::memcpy(&scale, v + head_dim + 2 * (i / kKvQ8Block), 2);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))),
+                         _mm256_set1_ps(half(scale)));
+  }
+}
+
 // H heads' scores of a key block: 2H chains of multiply-adds over the
 // dimensions, enough (8 for H = 4) to hide their latency.
-static_assert(kKeyBlock == 16, "a key block is two vectors");
-template <int H>
-void score_heads(const float* q, int head_dim, const float* kb, float scale, int first, int count, float* scores,
+template <KvType T, int H>
+void score_heads(const float* q, int head_dim, const uint8_t* kb, float scale, int first, int count, float* scores,
                  int64_t stride) {
   __m256 acc[H][2];
   for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
   for (int i = 0; i < head_dim; ++i) {
-    const __m256 k0 = _mm256_loadu_ps(kb + 16 * i), k1 = _mm256_loadu_ps(kb + 16 * i + 8);
+    __m256 k0, k1;
+    load_keys<T>(kb, head_dim, i, k0, k1);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
@@ -673,11 +719,12 @@ void score_heads(const float* q, int head_dim, const float* kb, float scale, int
   }
 }
 
-void score_keys(const float* q, int heads, int head_dim, const float* kb, float scale, int first, int count,
+template <KvType T>
+void score_keys(const float* q, int heads, int head_dim, const uint8_t* kb, float scale, int first, int count,
                 float* scores, int64_t stride) {
   int h = 0;
   auto heads_from_h = [&]<int H>() {
-    score_heads<H>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride);
+    score_heads<T, H>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride);
   };
   for (; h + 4 <= heads; h += 4) heads_from_h.template operator()<4>();
   switch (heads - h) {
@@ -711,28 +758,35 @@ void softmax_sink(float* z, int n, float sink) {
 
 // Dimensions [i0, i0 + 8V) of one head's value sums, in V chains (8 for a
 // head of 64).
-template <int V>
-void add_value_dims(const float* p, const float* const* v, int n, int i0, float* out) {
+template <KvType T, int V>
+void add_value_dims(const float* p, const uint8_t* const* v, int n, int head_dim, int i0, float* out) {
   __m256 acc[V];
   for (int r = 0; r < V; ++r) acc[r] = _mm256_loadu_ps(out + i0 + 8 * r);
   for (int s = 0; s < n; ++s) {
     const __m256 ps = _mm256_broadcast_ss(p + s);
 #pragma GCC unroll 8
-    for (int r = 0; r < V; ++r) acc[r] = _mm256_fmadd_ps(ps, _mm256_loadu_ps(v[s] + i0 + 8 * r), acc[r]);
+    for (int r = 0; r < V; ++r) acc[r] = _mm256_fmadd_ps(ps, load_values<T>(v[s], head_dim, i0 + 8 * r), acc[r]);
   }
   for (int r = 0; r < V; ++r) _mm256_storeu_ps(out + i0 + 8 * r, acc[r]);
 }
 
-void add_values(const float* p, int64_t stride, int heads, const float* const* v, int n, int head_dim, float* out) {
+template <KvType T>
+void add_values(const float* p, int64_t stride, int heads, const uint8_t* const* v, int n, int head_dim, float* out) {
   for (int h = 0; h < heads; ++h) {
     const float* ph = p + h * stride;
     float* o = out + h * head_dim;
     int i = 0;
-    for (; i + 64 <= head_dim; i += 64) add_value_dims<8>(ph, v, n, i, o);
-    for (; i + 8 <= head_dim; i += 8) add_value_dims<1>(ph, v, n, i, o);
+    for (; i + 64 <= head_dim; i += 64) add_value_dims<T, 8>(ph, v, n, head_dim, i, o);
+    for (; i + 8 <= head_dim; i += 8) add_value_dims<T, 1>(ph, v, n, head_dim, i, o);
     for (; i < head_dim; ++i)
-      for (int s = 0; s < n; ++s) o[i] += ph[s] * v[s][i];
+      for (int s = 0; s < n; ++s) o[i] += ph[s] * value_at(T, v[s], head_dim, i);
   }
 }
+
+// The attention kernels by KvType.
+constexpr std::array<KernelSet::ScoreKeys, kKvTypeCount> kScoreKeys = {
+    score_keys<KvType::f32>, score_keys<KvType::f16>, score_keys<KvType::bf16>, score_keys<KvType::q8_0>};
+constexpr std::array<KernelSet::AddValues, kKvTypeCount> kAddValues = {
+    add_values<KvType::f32>, add_values<KvType::f16>, add_values<KvType::bf16>, add_values<KvType::q8_0>};
 
 }  // namespace

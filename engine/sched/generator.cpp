@@ -88,8 +88,8 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig&
   s.prefix_reuse = o.prefix_reuse;
   s.sliding_blocks = sliding_blocks_needed(s);
   if (o.kv_bytes > 0) {
-    const uint64_t sliding = KvPool::block_bytes(c, shard, true) * s.sliding_blocks;
-    const uint64_t full = std::max<uint64_t>(1, KvPool::block_bytes(c, shard, false));
+    const uint64_t sliding = KvPool::block_bytes(c, shard, o.kv_type, true) * s.sliding_blocks;
+    const uint64_t full = std::max<uint64_t>(1, KvPool::block_bytes(c, shard, o.kv_type, false));
     if (o.kv_bytes <= sliding)
       throw InputError(cat("--kv-size ", o.kv_bytes, " bytes: the sliding-window layers alone need ", sliding, " for ",
                            o.max_sequences, " sequences"));
@@ -104,8 +104,9 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig&
   return s;
 }
 
-uint64_t kv_pool_bytes(const SchedulerOptions& s, const ModelConfig& c, const Shard& shard) {
-  return KvPool::block_bytes(c, shard, false) * s.full_blocks + KvPool::block_bytes(c, shard, true) * s.sliding_blocks;
+uint64_t kv_pool_bytes(const SchedulerOptions& s, KvType type, const ModelConfig& c, const Shard& shard) {
+  return KvPool::block_bytes(c, shard, type, false) * s.full_blocks +
+         KvPool::block_bytes(c, shard, type, true) * s.sliding_blocks;
 }
 
 namespace {
@@ -119,7 +120,7 @@ ForwardOptions forward_options(const GeneratorOptions& o) {
 
 uint64_t generator_bytes(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard, int threads) {
   const uint64_t logits = static_cast<uint64_t>(o.max_sequences) * shard.share.vocab.size() * sizeof(float);
-  return kv_pool_bytes(scheduler_options(o, c, shard), c, shard) +
+  return kv_pool_bytes(scheduler_options(o, c, shard), o.kv_type, c, shard) +
          ForwardPass::buffer_bytes(c, shard, forward_options(o), threads) + logits;
 }
 
@@ -147,7 +148,7 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
       pass_(m, forward_options(o), pool, exchange),
       scheduler_(scheduler_options(o, m.config, m.shard)) {
   const SchedulerOptions& s = scheduler_.options();
-  kv_ = KvPool(m.config, m.shard, s.full_blocks, s.sliding_blocks);
+  kv_ = KvPool(m.config, m.shard, o.kv_type, s.full_blocks, s.sliding_blocks);
   logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());
 }
 

@@ -35,6 +35,7 @@ struct GeneratorOptions {
   int kv_positions = 0;   // the full-attention pool, in positions (0: context x max_sequences) ...
   uint64_t kv_bytes = 0;  // ... or the whole pool's bytes on each rank
   bool prefix_reuse = true;
+  KvType kv_type = kDefaultKvType;  // the KV pool's keys and values (kernels/kv_format.h)
   bool yarn_truncate = false;
   const KernelSet* kernels = nullptr;
 };
@@ -43,7 +44,7 @@ struct GeneratorOptions {
 // with this shard (what the Generator uses; tpstopo --model shows it), and
 // the bytes of that pool. Throws InputError for options that cannot work.
 SchedulerOptions scheduler_options(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
-uint64_t kv_pool_bytes(const SchedulerOptions& options, const ModelConfig& config, const Shard& shard);
+uint64_t kv_pool_bytes(const SchedulerOptions& options, KvType type, const ModelConfig& config, const Shard& shard);
 // All a Generator with these options allocates on such a rank with `threads`
 // threads: the KV pool, the forward pass's buffers and the logits (the block
 // tables' bookkeeping, under 1% of the pool, aside). From the shapes alone,

@@ -5,8 +5,10 @@
 namespace tps {
 
 namespace {
-int64_t page_floats(const ModelConfig& c, const Shard& s) {
-  return 2 * int64_t{kKvBlock} * s.share.kv_heads.size() * c.head_dim;
+int64_t page_bytes(const ModelConfig& c, const Shard& s, KvType type) {
+  const int hd = static_cast<int>(c.head_dim);
+  return static_cast<int64_t>(s.share.kv_heads.size()) *
+         (kv_key_block_bytes(type, hd) + int64_t{kKvBlock} * kv_value_bytes(type, hd));
 }
 int layers_of_kind(const ModelConfig& c, const Shard& s, bool sliding) {
   int n = 0;
@@ -15,18 +17,21 @@ int layers_of_kind(const ModelConfig& c, const Shard& s, bool sliding) {
 }
 }  // namespace
 
-uint64_t KvPool::block_bytes(const ModelConfig& c, const Shard& s, bool sliding) {
-  return sizeof(float) * page_floats(c, s) * layers_of_kind(c, s, sliding);
+uint64_t KvPool::block_bytes(const ModelConfig& c, const Shard& s, KvType type, bool sliding) {
+  return page_bytes(c, s, type) * layers_of_kind(c, s, sliding);
 }
 
-KvPool::KvPool(const ModelConfig& c, const Shard& s, int full_blocks, int sliding_blocks)
-    : kv_heads_(static_cast<int>(s.share.kv_heads.size())),
+KvPool::KvPool(const ModelConfig& c, const Shard& s, KvType type, int full_blocks, int sliding_blocks)
+    : type_(type),
+      kv_heads_(static_cast<int>(s.share.kv_heads.size())),
       hd_(static_cast<int>(c.head_dim)),
       full_blocks_(full_blocks),
       sliding_blocks_(sliding_blocks),
-      page_floats_(page_floats(c, s)),
+      key_block_bytes_(kv_key_block_bytes(type, hd_)),
+      value_bytes_(kv_value_bytes(type, hd_)),
+      page_bytes_(page_bytes(c, s, type)),
       place_(c.n_layer),
-      memory_(block_bytes(c, s, false) * full_blocks + block_bytes(c, s, true) * sliding_blocks) {
+      memory_(block_bytes(c, s, type, false) * full_blocks + block_bytes(c, s, type, true) * sliding_blocks) {
   int64_t pages = 0;
   for (int64_t l = s.share.layers.begin; l < s.share.layers.end; ++l) {
     place_[l].first_page = pages;
@@ -35,27 +40,26 @@ KvPool::KvPool(const ModelConfig& c, const Shard& s, int full_blocks, int slidin
 }
 
 void KvPool::store(int layer, int block, int lane, const float* k, const float* v) {
-  float* keys = page(layer, block);
+  uint8_t* keys = page(layer, block);
+  uint8_t* values = keys + kv_heads_ * key_block_bytes_ + int64_t{lane} * kv_heads_ * value_bytes_;
   for (int g = 0; g < kv_heads_; ++g) {
-    float* kb = keys + static_cast<int64_t>(g) * hd_ * kKvBlock + lane;
-    for (int i = 0; i < hd_; ++i) kb[i * kKvBlock] = k[g * hd_ + i];
+    store_keys(type_, keys + g * key_block_bytes_, hd_, lane, k + g * hd_);
+    store_values(type_, values + g * value_bytes_, hd_, v + g * hd_);
   }
-  const int64_t width = static_cast<int64_t>(kv_heads_) * hd_;
-  std::copy_n(v, width, keys + width * kKvBlock + lane * width);
 }
 
 void KvPool::attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
                     int heads, int g, int first, int last, float scale, const float* sinks, float* scores,
                     float* out) const {
   const int count = last - first + 1;
-  const int64_t width = static_cast<int64_t>(kv_heads_) * hd_;
+  const KernelSet::ScoreKeys score_keys = k.score_keys[static_cast<int>(type_)];
+  const KernelSet::AddValues add_values = k.add_values[static_cast<int>(type_)];
   auto block_page = [&](int pos) { return page(layer, table[pos / kKvBlock - block0]); };
   // Scores a key block at a time, of which the visible positions take a
   // run; the block stays in L1 while every head scores it.
   for (int s = first; s <= last;) {
     const int lane = s % kKvBlock, take = std::min(kKvBlock - lane, last - s + 1);
-    const float* kb = block_page(s) + static_cast<int64_t>(g) * hd_ * kKvBlock;
-    k.score_keys(q, heads, hd_, kb, scale, lane, take, scores + s - first, count);
+    score_keys(q, heads, hd_, block_page(s) + g * key_block_bytes_, scale, lane, take, scores + s - first, count);
     s += take;
   }
   for (int h = 0; h < heads; ++h) k.softmax_sink(scores + h * count, count, sinks[h]);
@@ -66,12 +70,13 @@ void KvPool::attend(const KernelSet& k, int layer, std::span<const int32_t> tabl
   std::fill_n(out, static_cast<int64_t>(heads) * hd_, 0.0f);
   for (int s0 = 0; s0 < count; s0 += kKvBlock) {
     const int n = std::min(count - s0, kKvBlock);
-    const float* values[kKvBlock];
+    const uint8_t* values[kKvBlock];
     for (int s = s0; s < s0 + n; ++s) {
       const int pos = first + s;
-      values[s - s0] = block_page(pos) + width * kKvBlock + (pos % kKvBlock) * width + g * hd_;
+      values[s - s0] =
+          block_page(pos) + kv_heads_ * key_block_bytes_ + ((pos % kKvBlock) * kv_heads_ + g) * value_bytes_;
     }
-    k.add_values(scores + s0, count, heads, values, n, hd_, out);
+    add_values(scores + s0, count, heads, values, n, hd_, out);
   }
 }
 

@@ -9,9 +9,11 @@
 // per kind). A sliding layer needs only the last window of positions, so a
 // sequence gives its older sliding blocks back while its full ones grow.
 //
-// A block of one layer is a page: keys [kv head][head_dim][kKvBlock] (one
-// lane per position, so the scores of a block come out together in
-// registers), then values [kKvBlock][kv heads x head_dim]. The pool is the
+// A block of one layer is a page: the key blocks of each kv head (one lane
+// per position, so the scores of a block come out together in registers),
+// then the value rows [kKvBlock][kv head], in the pool's KvType
+// (kernels/kv_format.h). Keys and values are stored converted; attention
+// reads them as the kernels widen them to f32. The pool is the
 // rank's own memory (its NUMA node, as the rank's memory policy places it),
 // and holds only the shard's layers and KV heads. The arithmetic is the
 // kernels' (kernels/kernel_set.h): with the scalar set, the bits of the
@@ -43,13 +45,14 @@ class KvPool {
  public:
   KvPool() = default;
   // Room for full_blocks blocks in each full-attention layer of the shard and
-  // sliding_blocks in each sliding one (f32 keys and values of the shard's
-  // KV heads).
-  KvPool(const ModelConfig& config, const Shard& shard, int full_blocks, int sliding_blocks);
+  // sliding_blocks in each sliding one (keys and values of the shard's KV
+  // heads, stored as `type`).
+  KvPool(const ModelConfig& config, const Shard& shard, KvType type, int full_blocks, int sliding_blocks);
 
   int blocks(bool sliding) const { return sliding ? sliding_blocks_ : full_blocks_; }
+  KvType type() const { return type_; }
   // Bytes one block takes in all the shard's layers of its kind, and the pool's.
-  static uint64_t block_bytes(const ModelConfig& config, const Shard& shard, bool sliding);
+  static uint64_t block_bytes(const ModelConfig& config, const Shard& shard, KvType type, bool sliding);
   uint64_t bytes() const { return memory_.size(); }
 
   // Stores one position's keys and values, each [kv heads][head_dim], at
@@ -67,17 +70,18 @@ class KvPool {
               int g, int first, int last, float scale, const float* sinks, float* scores, float* out) const;
 
  private:
-  float* page(int layer, int block) const {
-    const Place& p = place_[layer];
-    return reinterpret_cast<float*>(memory_.data()) + (p.first_page + static_cast<int64_t>(block)) * page_floats_;
+  uint8_t* page(int layer, int block) const {
+    return memory_.data() + (place_[layer].first_page + static_cast<int64_t>(block)) * page_bytes_;
   }
 
   struct Place {
     int64_t first_page = -1;  // of the layer's pages in memory_; -1: not the shard's
   };
+  KvType type_ = KvType::f32;
   int kv_heads_ = 0, hd_ = 0, full_blocks_ = 0, sliding_blocks_ = 0;
-  int64_t page_floats_ = 0;   // keys and values of one block of one layer
-  std::vector<Place> place_;  // by global layer
+  int64_t key_block_bytes_ = 0, value_bytes_ = 0;  // of one kv head
+  int64_t page_bytes_ = 0;                         // keys and values of one block of one layer
+  std::vector<Place> place_;                       // by global layer
   PageBuffer memory_;
 };
 

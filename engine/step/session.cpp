@@ -22,7 +22,7 @@ Session::Session(const Model& m, const SessionOptions& o, ThreadPool& pool, Exch
   const int full = blocks_for(o.n_ctx);
   // A sliding layer needs the window behind the oldest token of a step.
   ring_ = std::min(full, blocks_for(static_cast<int>(m.config.sliding_window) + pass_.options().max_tokens) + 1);
-  kv_ = KvPool(m.config, m.shard, full, ring_);
+  kv_ = KvPool(m.config, m.shard, o.kv_type, full, ring_);
   full_table_.resize(full);
   std::iota(full_table_.begin(), full_table_.end(), 0);
 }

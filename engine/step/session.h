@@ -16,6 +16,7 @@ namespace tps {
 struct SessionOptions {
   int n_ctx = 4096;                    // positions the sequence may reach
   int max_batch = 512;                 // prompt tokens per step (llama.cpp's default micro-batch)
+  KvType kv_type = kDefaultKvType;     // the KV pool's keys and values (kernels/kv_format.h)
   bool yarn_truncate = false;          // llama.cpp's rounded YaRN range (see rope.h)
   const KernelSet* kernels = nullptr;  // nullptr: the CPU's best
 };
