@@ -147,7 +147,10 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
     save = std::make_unique<LogitsFileWriter>(p.save_logits, w.size, w.n_vocab, w.tokens);
   RunOptions o = options;
   o.ctx = w.size;
-  RankRun r(o, mpi, setup, Clock::now(), std::move(file));
+  // A step's rows of logits: the rank's, and whole_rows' padded, gathered
+  // and whole copies.
+  const uint64_t rows_bytes = 3 * uint64_t{kScoredPerStep} * w.n_vocab * sizeof(float);
+  RankRun r(o, mpi, setup, Clock::now(), std::move(file), rows_bytes);
   Session session(r.model, r.session_options(o, w.size), r.pool, r.exchange);
   PerplexityStats ppl;
   KlStats kl;

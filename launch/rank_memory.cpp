@@ -14,7 +14,8 @@
 
 namespace tps {
 
-RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file) {
+RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file,
+                             uint64_t command_bytes) {
   const ModelConfig c = read_model_config(file);
   if (static_cast<uint32_t>(o.ctx) > c.n_ctx_train)
     throw InputError(cat("--ctx ", o.ctx, ": more than the model's context length of ", c.n_ctx_train, " positions (",
@@ -29,6 +30,7 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   m.kv = kv_pool_bytes(scheduler_options(g, c, shard), g.kv_type, c, shard);
   m.buffers = generator_bytes(g, c, shard, threads) - m.kv;
   m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.batch) * c.n_embd) : 0;
+  m.command = command_bytes;
   // The ranks this host placed on the same node share it.
   const PlacementPlan& plan = setup.plan;
   const int node = plan.ranks.at(mpi.local_rank()).numa_node;
@@ -41,18 +43,20 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   if (m.total() <= m.available) return m;
 
   // Name what to change after the part that asks the most.
-  const uint64_t most = std::max({m.weights, m.kv, m.buffers, m.exchange});
+  const uint64_t most = std::max({m.weights, m.kv, m.buffers, m.exchange, m.command});
   const std::string change =
       most == m.weights ? "run more ranks on more NUMA nodes, or a smaller model"
       : most == m.kv
           ? (o.kv_size.empty() ? cat("lower --ctx (", o.ctx, ") or --parallel (", o.parallel, "), or give --kv-size")
                                : cat("lower --kv-size (", o.kv_size, ")"))
       : most == m.buffers ? cat("lower --ctx (", o.ctx, ") or --batch (", o.batch, ")")
+      : most == m.command ? std::string("run on more memory")
                           : cat("lower --batch (", o.batch, ")");
   throw InputError(cat("this run needs ", format_bytes(m.total()), " on rank ", mpi.rank(), " (weights ",
                        format_bytes(m.weights), ", KV cache ", format_bytes(m.kv), ", step buffers ",
-                       format_bytes(m.buffers), ", exchange ", format_bytes(m.exchange), ") but NUMA node ", node_os,
-                       " has ", format_bytes(available), " available",
+                       format_bytes(m.buffers), ", exchange ", format_bytes(m.exchange),
+                       m.command ? cat(", the command's own ", format_bytes(m.command)) : "", ") but NUMA node ",
+                       node_os, " has ", format_bytes(available), " available",
                        sharing > 1 ? cat(" for ", sharing, " ranks") : "", ": ", change));
 }
 

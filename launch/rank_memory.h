@@ -18,14 +18,16 @@ namespace tps {
 
 struct RankMemory {
   uint64_t weights = 0, kv = 0, buffers = 0, exchange = 0;
+  uint64_t command = 0;    // what the command itself holds besides (perplexity's rows of logits)
   uint64_t available = 0;  // the rank's part of its node's available memory
-  uint64_t total() const { return weights + kv + buffers + exchange; }
+  uint64_t total() const { return weights + kv + buffers + exchange + command; }
 };
 
 // From the opened model file's header. Also refuses --ctx beyond the model's
-// context length. Throws InputError naming the options to change when the
-// rank's total is more than available.
+// context length. command_bytes: what the command allocates besides. Throws
+// InputError naming the options to change when the rank's total is more
+// than available.
 RankMemory check_rank_memory(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup,
-                             const GgufFile& file);
+                             const GgufFile& file, uint64_t command_bytes = 0);
 
 }  // namespace tps

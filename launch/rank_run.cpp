@@ -56,8 +56,8 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     : RankRun(o, mpi, setup, t0, open_model(o, mpi)) {}
 
 RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0,
-                 GgufFile file)
-    : memory(check_rank_memory(o, mpi, setup, file)),
+                 GgufFile file, uint64_t command_bytes)
+    : memory(check_rank_memory(o, mpi, setup, file, command_bytes)),
       pool(make_pool(setup.binding.threads, setup.thread_pus)),
       model(load(o, mpi, pool, std::move(file))),
       exchange(mpi, o.exchange, static_cast<size_t>(o.batch) * model.config.n_embd),

@@ -35,9 +35,10 @@ struct RankRun {
   // (rank 0, in rank order): what it owns, its bytes, where its pages are.
   RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0);
   // The same with the model file open_model opened (for a command that reads
-  // its header first).
-  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0,
-          GgufFile file);
+  // its header first), the command holding command_bytes besides (checked
+  // with the rest).
+  RankRun(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, Clock::time_point t0, GgufFile file,
+          uint64_t command_bytes = 0);
 
   const Shard& shard() const { return model.shard; }
   bool pipeline() const { return shard().mode == SplitMode::layers; }
