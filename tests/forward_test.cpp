@@ -79,6 +79,7 @@ void compare_with_reference(const std::string& preset, bool truncate, double med
   for (Isa isa : supported_isas()) {
     SCOPED_TRACE(isa_name(isa));
     SessionOptions o;
+    o.kv_type = KvType::f32;  // the reference keeps keys and values exact
     o.yarn_truncate = truncate;
     o.max_batch = 16;  // several batches, and windows that span them
     Engine e(model_path(preset), 2, o, isa);

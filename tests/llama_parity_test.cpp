@@ -4,8 +4,9 @@
 // compared at every position, and each engine's distance from the exact
 // arithmetic (the reference forward pass without rounding the products'
 // inputs). tps runs with --yarn-truncate, llama.cpp's rounding of the YaRN
-// range; llama.cpp runs with flash attention off and an F32 KV cache, which
-// computes what tps computes (both round matmul inputs to Q8_0).
+// range; llama.cpp runs with flash attention off and an F32 KV cache, and
+// tps with an F32 cache too, so both compute the same function (both round
+// matmul inputs to Q8_0).
 //
 // The small model (Q8_0 and MXFP4), measured: on the AVX2 machine of
 // 2026-11-23, median |d logprob| 0.013 nats, largest 0.045, top-1 differing
@@ -73,7 +74,7 @@ TEST_P(LlamaParity, NextTokenDistributions) {
     for (int32_t id : ids) out << id << ' ';
   }
   auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q score -m " + model + " --ids " + ids_path +
-                               " --top-logprobs 20 --json --yarn-truncate");
+                               " --top-logprobs 20 --json --yarn-truncate --kv-type f32");
   ASSERT_EQ(tps.exit_code, 0) << tps.err;
   auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR "/llama_ref.mjs score " + model +
                                  " --ids " + ids_path + " --top 5 --flash-attn off --kv-type f32");
@@ -158,7 +159,7 @@ TEST(LlamaParity, PerplexityOfTheSameWindows) {
   }
   const int window = 64;
   auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q perplexity -m " + model + " -f " + text +
-                               " --ctx 64 --yarn-truncate --json");
+                               " --ctx 64 --yarn-truncate --kv-type f32 --json");
   ASSERT_EQ(tps.exit_code, 0) << tps.err;
   auto ids = testing::run_tool(std::string(TPSRUN_PATH) + " tokenize --no-parse-special --ids-only -m " + model +
                                " --file " + text);

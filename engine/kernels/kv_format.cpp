@@ -16,8 +16,8 @@ void put_f16(uint8_t* p, float x) {
   std::memcpy(p, &h, 2);
 }
 
-// Writes x[i], i < n, as the type's elements at p + stride x i (elements);
-// q8_0: codes only, with the scale x_scale (1 / the block's scale).
+// Writes x[i], i < n, as the type's elements `stride` elements apart from p;
+// q8_0: the codes round(x[i] x inverse_scale) only.
 void put_elements(KvType type, uint8_t* p, int64_t stride, const float* x, int n, float inverse_scale) {
   for (int i = 0; i < n; ++i) {
     uint8_t* e = p + stride * i * kv_element_bytes(type);

@@ -36,8 +36,11 @@ constexpr int kKeyBlock = 16;
 // Dimensions per q8_0 scale.
 constexpr int kKvQ8Block = 32;
 
-// What tpsrun uses without --kv-type.
-constexpr KvType kDefaultKvType = KvType::f32;
+// What tpsrun uses without --kv-type: half f32's bytes, and the closest of
+// the smaller types to f32 -- its KL divergence from f32 about twice what
+// only adding in another order gives, half what Q8_0 weights cost against
+// F16 (docs/QUALITY.md). llama.cpp's default too.
+constexpr KvType kDefaultKvType = KvType::f16;
 
 const char* kv_type_name(KvType type);
 // "f32", "f16", "bf16", "q8_0" (any case); nullopt for anything else.
@@ -61,24 +64,25 @@ void store_keys(KvType type, uint8_t* kb, int head_dim, int lane, const float* k
 void store_values(KvType type, uint8_t* out, int head_dim, const float* v);
 
 namespace kv_detail {
-inline float element(KvType type, const uint8_t* p, int64_t i) {
+inline uint16_t u16_at(const uint8_t* p) {
   uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+inline float f16_at(const uint8_t* p) { return fp16_to_fp32(u16_at(p)); }
+// Element i of a row of the type (q8_0: its code).
+inline float element(KvType type, const uint8_t* p, int64_t i) {
   switch (type) {
     case KvType::f32: {
       float f;
       std::memcpy(&f, p + 4 * i, 4);
       return f;
     }
-    case KvType::f16: return std::memcpy(&h, p + 2 * i, 2), fp16_to_fp32(h);
-    case KvType::bf16: return std::memcpy(&h, p + 2 * i, 2), bf16_to_fp32(h);
+    case KvType::f16: return f16_at(p + 2 * i);
+    case KvType::bf16: return bf16_to_fp32(u16_at(p + 2 * i));
     case KvType::q8_0: return static_cast<int8_t>(p[i]);
   }
   return 0;
-}
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16_to_fp32(h);
 }
 }  // namespace kv_detail
 
