@@ -1,6 +1,6 @@
 // How a KV cache stores its keys and values: --kv-type f32, f16, bf16 or
-// q8_0. The cache is read whole at every decode step, so its element type
-// sets both the memory a position takes and, at long context, the speed.
+// q8_0. The element type sets the memory a position takes, and the bytes
+// every decode step reads of the sequence's cache.
 //
 // Keys of one kv head come in key blocks of kKeyBlock positions, one lane
 // per position, so that a block's scores come out together:

@@ -654,7 +654,7 @@ template <KvType T>
 inline void load_keys(const uint8_t* kb, int head_dim, int i, __m256& k0, __m256& k1) {
   const uint8_t* p = kb + int64_t{16} * kv_element_bytes(T) * i;
   if constexpr (T == KvType::f32) {
-    k0 = _mm256_loadu_ps(reinterpret_cast<const float*>(p)),
+    k0 = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
     k1 = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8);
   } else if constexpr (T == KvType::f16) {
     k0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
