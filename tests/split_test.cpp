@@ -56,6 +56,15 @@ std::pair<double, double> logprob_diffs(const json& want, const json& got) {
   return {worst.back(), worst[worst.size() / 2]};
 }
 
+// got, a split run, gave one's greedy tokens, and its top-5 log-probabilities
+// within the tolerance above.
+void expect_like_one_rank(const json& one, const json& got) {
+  EXPECT_EQ(got["generated_ids"], one["generated_ids"]);
+  auto [largest, median] = logprob_diffs(one, got);
+  EXPECT_LT(largest, 0.1);
+  EXPECT_LT(median, 1e-3);
+}
+
 struct Case {
   std::string preset, mode;
 };
@@ -80,10 +89,7 @@ TEST_P(Split, SameTokensAsOneRank) {
       EXPECT_EQ(got["split"], c.mode);
       EXPECT_EQ(got["ranks"], ranks);
       EXPECT_EQ(got["exchange"], transport == "shm" ? "shm" : "mpi");
-      EXPECT_EQ(got["generated_ids"], one["generated_ids"]);
-      auto [largest, median] = logprob_diffs(one, got);
-      EXPECT_LT(largest, 0.1);
-      EXPECT_LT(median, 1e-3);
+      expect_like_one_rank(one, got);
     }
   }
 }
@@ -106,10 +112,7 @@ TEST_P(QuantSplit, SameTokensAsOneRankOnTwo) {
     json got = generate(GetParam(), 2, "", greedy + " --split " + mode);
     if (got.is_null()) continue;
     EXPECT_EQ(got["split"], mode);
-    EXPECT_EQ(got["generated_ids"], one["generated_ids"]);
-    auto [largest, median] = logprob_diffs(one, got);
-    EXPECT_LT(largest, 0.1);
-    EXPECT_LT(median, 1e-3);
+    expect_like_one_rank(one, got);
   }
 }
 
@@ -145,10 +148,7 @@ TEST(Split, EveryKvTypeGivesOneRanksTokens) {
       json got = generate("tiny", 2, "", greedy + " --split " + mode);
       if (got.is_null()) continue;
       EXPECT_EQ(got["kv_type"], type);
-      EXPECT_EQ(got["generated_ids"], one["generated_ids"]);
-      auto [largest, median] = logprob_diffs(one, got);
-      EXPECT_LT(largest, 0.1);
-      EXPECT_LT(median, 1e-3);
+      expect_like_one_rank(one, got);
     }
   }
 }
