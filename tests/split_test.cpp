@@ -99,8 +99,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, Split,
                                            Case{"small", "tensor"}, Case{"small", "experts"}, Case{"small", "layers"}),
                          [](const auto& info) { return info.param.preset + "_" + info.param.mode; });
 
-// Every other block type (tests/quant_models.h) split in two each way, over
-// shared memory: the tensor split cuts the K-quants' rows at whole blocks.
+// Every other block type (tests/quant_models.h), and the files llama.cpp's
+// own quantizer makes, split in two each way, over shared memory: the tensor
+// split cuts the K-quants' rows at whole blocks.
 class QuantSplit : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QuantSplit, SameTokensAsOneRankOnTwo) {
@@ -117,6 +118,8 @@ TEST_P(QuantSplit, SameTokensAsOneRankOnTwo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantSplit, ::testing::ValuesIn(testing::quant_models()),
+                         [](const auto& info) { return testing::quant_model_test_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(LlamaQuantized, QuantSplit, ::testing::ValuesIn(testing::llama_quantized_models()),
                          [](const auto& info) { return testing::quant_model_test_name(info.param); });
 
 // A split model file (tests/CMakeLists.txt: the tiny model in 3 parts) runs
