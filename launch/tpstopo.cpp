@@ -4,6 +4,7 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
+#include "engine/model/synthetic_model.h"
 #include "engine/sched/generator.h"
 #include "launch/cli.h"
 #include "launch/json_output.h"
@@ -30,6 +31,7 @@ struct Options {
   int bandwidth_mib = 0;
   int repetitions = 10;
   std::string model;
+  std::string preset;        // a tps-mkmodel preset planned without its file
   tps::GeneratorOptions kv;  // tpsrun's options that size the KV pool
   std::string kv_size;
   std::string kv_type;   // tpsrun's --kv-type
@@ -48,19 +50,31 @@ struct Options {
 // decode rate one sequence could reach if reading the weights were all its
 // time: the slowest node's reads (cut inside layers, nodes read at once) or
 // every stage's reads in turn (a pipeline); exchanges not counted.
-nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const std::string& path,
-                         tps::GeneratorOptions kv, const std::string& kv_size, const std::string& quantize, int hosts,
-                         double node_gbps) {
+nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const Options& o) {
   using namespace tps;
-  GgufFile f = GgufFile::open(path);
-  ModelConfig c = read_model_config(f);
-  ModelShape shape = model_shape(f, c, parse_quantize(quantize));
+  GeneratorOptions kv = o.kv;
+  const std::string &kv_size = o.kv_size, &quantize = o.quantize;
+  const int hosts = o.hosts;
+  const double node_gbps = o.node_gbps;
+  // A file, or a preset's tensors as tps-mkmodel would write them.
+  ModelConfig c;
+  ModelShape shape;
+  if (!o.preset.empty()) {
+    const SyntheticSpec spec = synthetic_preset(o.preset);
+    c = spec.config;
+    shape = synthetic_model_shape(spec, parse_quantize(quantize));
+  } else {
+    GgufFile f = GgufFile::open(o.model);
+    c = read_model_config(f);
+    shape = model_shape(f, c, parse_quantize(quantize));
+  }
   const int per_host = static_cast<int>(plan.ranks.size()), ranks = per_host * hosts;
   // Rank r runs on host r / per_host, node plan.ranks[r % per_host].numa_node.
   auto same_node = [&](int q, int r) {
     return q / per_host == r / per_host && plan.ranks[q % per_host].numa_node == plan.ranks[r % per_host].numa_node;
   };
-  nlohmann::json j = {{"file", path},
+  nlohmann::json j = {{"file", o.model},
+                      {"preset", o.preset},
                       {"weight_bytes", shape.total()},
                       {"quantize", quantize},
                       {"layers", c.n_layer},
@@ -127,7 +141,10 @@ std::string model_fit_text(const nlohmann::json& j) {
   const std::string kv_size = kv["kv_size"].get<std::string>();
   const int hosts = j["hosts"].get<int>();
   std::string s =
-      cat("model ", j["file"].get<std::string>(), ": ", format_bytes(j["weight_bytes"]), " of weights",
+      cat("model ",
+          j["preset"].get<std::string>().empty() ? j["file"].get<std::string>()
+                                                 : "preset " + j["preset"].get<std::string>(),
+          ": ", format_bytes(j["weight_bytes"]), " of weights",
           j["quantize"].get<std::string>().empty() ? "" : " (--quantize " + j["quantize"].get<std::string>() + ")",
           " in ", j["layers"].get<int>(), " layers; what each rank holds, by split mode, with the KV pool for ",
           kv["sequences"].get<int>(), " sequence(s) of ", kv["context"].get<int>(), " positions in ",
@@ -157,14 +174,15 @@ int run(const Options& o) {
               : !o.synthetic.empty() ? load_machine_synthetic(o.synthetic)
                                      : discover_machine();
   std::optional<PlacementPlan> plan;
-  if (o.ranks != 0 || o.threads != 0 || !o.model.empty()) {
+  const bool planned_model = !o.model.empty() || !o.preset.empty();
+  if (o.ranks != 0 || o.threads != 0 || planned_model) {
     int ranks = o.ranks;
     if (ranks == 0)  // as tpsrun would be started: one rank per NUMA node with cores
       for (const NumaNode& n : m.numa_nodes) ranks += !n.cores.empty();
     plan = plan_placement(m, std::max(ranks, 1), o.threads);
   }
   nlohmann::json fit;
-  if (!o.model.empty()) fit = model_fit(m, *plan, o.model, o.kv, o.kv_size, o.quantize, o.hosts, o.node_gbps);
+  if (planned_model) fit = model_fit(m, *plan, o);
   std::vector<BandwidthResult> bw;
   if (o.bandwidth && o.bandwidth_mib > 0)
     for (const NumaNode& n : m.numa_nodes) {
@@ -184,14 +202,14 @@ int run(const Options& o) {
     nlohmann::json j = {{"machine", machine_to_json(m)}};
     if (plan) j["placement"] = plan_to_json(m, *plan);
     if (o.bandwidth) j["bandwidth"] = bandwidth_to_json(m, bw);
-    if (!o.model.empty()) j["model"] = fit;
+    if (planned_model) j["model"] = fit;
     print_json(j);
     return 0;
   }
   std::string out = machine_to_text(m);
   if (plan) out += plan_to_text(m, *plan);
   if (o.bandwidth) out += bandwidth_to_text(bw);
-  if (!o.model.empty()) out += model_fit_text(fit);
+  if (planned_model) out += model_fit_text(fit);
   std::fputs(out.c_str(), stdout);
   return 0;
 }
@@ -230,33 +248,40 @@ int main(int argc, char** argv) {
                      "a gpt-oss GGUF file: the bytes each rank would hold in each split mode "
                      "(layers, experts, tensor), with the KV pool tpsrun would give it, and whether they fit its NUMA "
                      "node's memory");
-  app.add_option("--ctx", o.kv.context, "with --model: tpsrun's --ctx")
-      ->check(tps::kPositive)
-      ->needs(model)
-      ->capture_default_str();
-  app.add_option("--parallel", o.kv.max_sequences, "with --model: tpsrun's --parallel")
-      ->check(tps::kPositive)
-      ->needs(model)
-      ->capture_default_str();
-  app.add_option("--batch", o.kv.max_tokens, "with --model: tpsrun's --batch")
-      ->check(tps::kPositive)
-      ->needs(model)
-      ->capture_default_str();
-  app.add_option("--kv-size", o.kv_size, "with --model: tpsrun's --kv-size")->needs(model);
-  app.add_option("--kv-type", o.kv_type, "with --model: tpsrun's --kv-type")->check(tps::kKvTypeName)->needs(model);
-  app.add_option("--quantize", o.quantize,
-                 "with --model: tpsrun's --quantize (the weights in the types it converts to)")
-      ->check(tps::kQuantizeSpec)
-      ->needs(model);
-  app.add_option("--hosts", o.hosts, "with --model: plan for this many hosts like this machine (ranks in host order)")
-      ->check(CLI::Range(1, 1024))
-      ->needs(model)
-      ->capture_default_str();
-  app.add_option("--node-gbps", o.node_gbps,
-                 "with --model: a NUMA node's read bandwidth in GB/s (e.g. tpstopo --bandwidth's triad), to project "
-                 "the decode rate of one sequence in each split")
-      ->check(CLI::Range(0.001, 1e6))
-      ->needs(model);
+  auto* preset = app.add_option("--preset", o.preset,
+                                "plan a tps-mkmodel preset (e.g. 120b) as --model plans a file, from its shape and "
+                                "types, without the file")
+                     ->check(CLI::IsMember(tps::synthetic_preset_names()))
+                     ->excludes(model);
+  // Each of these plans with --model or --preset, and means nothing alone.
+  const std::vector<CLI::Option*> model_options{
+      app.add_option("--ctx", o.kv.context, "with --model or --preset: tpsrun's --ctx")
+          ->check(tps::kPositive)
+          ->capture_default_str(),
+      app.add_option("--parallel", o.kv.max_sequences, "with --model or --preset: tpsrun's --parallel")
+          ->check(tps::kPositive)
+          ->capture_default_str(),
+      app.add_option("--batch", o.kv.max_tokens, "with --model or --preset: tpsrun's --batch")
+          ->check(tps::kPositive)
+          ->capture_default_str(),
+      app.add_option("--kv-size", o.kv_size, "with --model or --preset: tpsrun's --kv-size"),
+      app.add_option("--kv-type", o.kv_type, "with --model or --preset: tpsrun's --kv-type")->check(tps::kKvTypeName),
+      app.add_option("--quantize", o.quantize,
+                     "with --model or --preset: tpsrun's --quantize (the weights in the types it converts to)")
+          ->check(tps::kQuantizeSpec),
+      app.add_option("--hosts", o.hosts,
+                     "with --model or --preset: plan for this many hosts like this machine (ranks in host order)")
+          ->check(CLI::Range(1, 1024))
+          ->capture_default_str(),
+      app.add_option("--node-gbps", o.node_gbps,
+                     "with --model or --preset: a NUMA node's read bandwidth in GB/s (e.g. tpstopo --bandwidth's "
+                     "triad), to project the decode rate of one sequence in each split")
+          ->check(CLI::Range(0.001, 1e6))};
+  app.callback([&] {
+    if (model->count() == 0 && preset->count() == 0)
+      for (CLI::Option* option : model_options)
+        if (option->count() > 0) throw CLI::RequiresError(option->get_name(), "--model or --preset");
+  });
   tps::add_version_flag(app, [] { return "hwloc: " + tps::hwloc_version(); });
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   tps::log_configure("tpstopo", tps::LogLevel::info);

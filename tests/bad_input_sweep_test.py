@@ -134,6 +134,9 @@ class Sweep(unittest.TestCase):
             (["--model", ARGS.model, "--kv-size", "abc"], "--kv-size"),
             (["--model", ARGS.model, "--kv-type", "q4_0"], "--kv-type"),
             (["--kv-type", "f16"], "--kv-type"),
+            (["--preset", "999b"], "--preset"),
+            (["--preset", "120b", "--model", ARGS.model], "--preset"),
+            (["--preset", "120b", "--quantize", "experts=q2_k"], "--quantize"),
         ]
         for argv, name in cases:
             with self.subTest(argv=argv):

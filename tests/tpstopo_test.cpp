@@ -166,6 +166,29 @@ TEST(Tpstopo, ModelPlansAcrossHostsWithProjection) {
   EXPECT_NE(text.out.find(" a token; node "), std::string::npos) << text.out;
 }
 
+// A preset is planned as its file is (tps-mkmodel --preset small wrote the
+// test's), also converted; the 120b preset, too large to write here, holds
+// the release's 63,374,323,968 bytes of tensors (spec 7.1).
+TEST(Tpstopo, PresetIsPlannedAsItsFile) {
+  auto plan = [](const std::string& args) {
+    auto r = run_tool(tpstopo("--synthetic 'pack:2 numa:1 core:2 pu:1' --json --node-gbps 20 " + args));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code ? json{} : json::parse(r.out)["model"];
+  };
+  const std::string small = std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf";
+  for (const std::string quantize : {"", " --quantize int4"}) {
+    const json file = plan("--model " + small + quantize), preset = plan("--preset small" + quantize);
+    ASSERT_FALSE(file.empty() || preset.empty());
+    EXPECT_EQ(preset["preset"], "small");
+    EXPECT_EQ(preset["weight_bytes"], file["weight_bytes"]) << quantize;
+    EXPECT_EQ(preset["splits"], file["splits"]) << quantize;
+  }
+  EXPECT_EQ(plan("--preset 120b")["weight_bytes"], 63374323968ull);
+  auto alone = run_tool(tpstopo("--hosts 2"));
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--hosts requires --model or --preset"), std::string::npos) << alone.err;
+}
+
 TEST(Tpstopo, HelpDescribesEveryOption) {
   auto r = run_tool(tpstopo("--help"));
   EXPECT_EQ(r.exit_code, 0);

@@ -187,6 +187,11 @@ void check_vector_tensors(const GgufFile& f, const ModelConfig& c) {
 }
 
 ModelShape model_shape(const GgufFile& f, const ModelConfig& c, const QuantizePlan& plan) {
+  return model_shape(f.tensors(), c, plan, f.path());
+}
+
+ModelShape model_shape(std::span<const TensorView> tensors, const ModelConfig& c, const QuantizePlan& plan,
+                       const std::string& where) {
   ModelShape s;
   s.layer_bytes.assign(c.n_layer, 0);
   s.layer_read_bytes.assign(c.n_layer, 0);
@@ -194,9 +199,9 @@ ModelShape model_shape(const GgufFile& f, const ModelConfig& c, const QuantizePl
   s.experts = static_cast<int>(c.n_expert);
   s.ff = static_cast<int>(c.n_ff_exp);
   s.vocab = static_cast<int>(c.n_vocab);
-  for (const TensorView& file_tensor : f.tensors()) {
+  for (const TensorView& file_tensor : tensors) {
     TensorView t = file_tensor;  // as the rank will hold it
-    t.type = plan.type_for(file_tensor, f.path());
+    t.type = plan.type_for(file_tensor, where);
     t.row_bytes = row_bytes(t.type, t.ne[0]);
     t.bytes = t.row_bytes * t.rows();
     std::string_view n = t.name;

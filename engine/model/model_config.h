@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,9 @@ void check_vector_tensors(const GgufFile& file, const ModelConfig& config);
 // Bytes per layer, embeddings and output head, for planning: of the types
 // the plan converts the tensors to (--quantize), or the file's.
 ModelShape model_shape(const GgufFile& file, const ModelConfig& config, const QuantizePlan& plan = {});
+// The same from any list of tensors (their data unused), `where` naming them
+// in errors: a preset's, planned without its file (tpstopo --preset).
+ModelShape model_shape(std::span<const TensorView> tensors, const ModelConfig& config, const QuantizePlan& plan,
+                       const std::string& where);
 
 }  // namespace tps

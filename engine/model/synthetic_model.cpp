@@ -253,6 +253,18 @@ uint64_t synthetic_tensor_bytes(const SyntheticSpec& s) {
   return total;
 }
 
+ModelShape synthetic_model_shape(const SyntheticSpec& s, const QuantizePlan& plan) {
+  const std::vector<TensorSpec> specs = gpt_oss_tensors(s.config);
+  std::vector<TensorView> tensors;
+  for (const TensorSpec& t : specs) {
+    TensorView v{.name = t.name, .type = synthetic_type(t, s), .n_dims = t.n_dims, .ne = t.ne};
+    v.row_bytes = row_bytes(v.type, t.ne[0]);
+    v.bytes = v.row_bytes * v.rows();
+    tensors.push_back(v);
+  }
+  return model_shape(tensors, s.config, plan, "preset " + s.preset);
+}
+
 namespace {
 
 // The release's metadata (spec §4.2), plus tps.synthetic.* provenance

@@ -59,6 +59,10 @@ std::vector<std::string> synthetic_preset_names();
 // Bytes of tensor data the spec produces (without metadata).
 uint64_t synthetic_tensor_bytes(const SyntheticSpec& spec);
 
+// The planning shape of the file the spec writes, without writing it (a
+// 120b is 63 GB): tpstopo --preset.
+ModelShape synthetic_model_shape(const SyntheticSpec& spec, const QuantizePlan& plan);
+
 // The files write_synthetic_model writes for path: path itself, or a split
 // model's parts PATH-less-.gguf-0000i-of-0000N.gguf.
 std::vector<std::string> synthetic_model_paths(const SyntheticSpec& spec, const std::string& path);
