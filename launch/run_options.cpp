@@ -31,16 +31,19 @@ const CLI::Validator kQuantizeSpec(
     },
     "SPEC");
 
+namespace {
+// What --kv-type takes, said alike by the validator (CLI11 adds the flag's
+// name) and by kv_type().
+std::string kv_type_refusal(const std::string& text) { return "'" + text + "': expected f32, f16, bf16 or q8_0"; }
+}  // namespace
+
 const CLI::Validator kKvTypeName(
-    [](std::string& text) -> std::string {
-      return parse_kv_type(text) ? "" : "'" + text + "': expected f32, f16, bf16 or q8_0";
-    },
-    "TYPE");
+    [](std::string& text) -> std::string { return parse_kv_type(text) ? "" : kv_type_refusal(text); }, "TYPE");
 
 KvType kv_type(const std::string& text) {
   if (text.empty()) return kDefaultKvType;
   if (const std::optional<KvType> type = parse_kv_type(text)) return *type;
-  throw InputError(cat("--kv-type '", text, "': expected f32, f16, bf16 or q8_0"));
+  throw InputError("--kv-type " + kv_type_refusal(text));
 }
 
 GeneratorOptions generator_options(const RunOptions& o) {
