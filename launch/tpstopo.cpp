@@ -40,35 +40,33 @@ struct Options {
   double node_gbps = 0;  // read bandwidth of a NUMA node, for the projection; 0: none
 };
 
-// What each rank would hold of a model in each split mode -- its weights and
-// the KV pool tpsrun would give it with these options -- and whether that
-// fits the memory of the rank's NUMA node (weights in the types --quantize
-// converts them to) (on this host what it has available:
-// free plus droppable file pages; for a described machine, its total), over
-// `hosts` hosts each like this machine (ranks in host order). Ranks that
-// share a node share its memory and its bandwidth. With node_gbps, the
-// decode rate one sequence could reach if reading the weights were all its
-// time: the slowest node's reads (cut inside layers, nodes read at once) or
-// every stage's reads in turn (a pipeline); exchanges not counted.
+// What each rank would hold of a model (--model's file or --preset's shape)
+// in each split mode -- its weights and the KV pool tpsrun would give it
+// with these options -- and whether that fits the memory of the rank's NUMA
+// node (weights in the types --quantize converts them to) (on this host
+// what it has available: free plus droppable file pages; for a described
+// machine, its total), over --hosts hosts each like this machine (ranks in
+// host order). Ranks that share a node share its memory and its bandwidth.
+// With --node-gbps, the decode rate one sequence could reach if reading the
+// weights were all its time: the slowest node's reads (cut inside layers,
+// nodes read at once) or every stage's reads in turn (a pipeline);
+// exchanges not counted.
 nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, const Options& o) {
   using namespace tps;
-  GeneratorOptions kv = o.kv;
-  const std::string &kv_size = o.kv_size, &quantize = o.quantize;
-  const int hosts = o.hosts;
-  const double node_gbps = o.node_gbps;
+  GeneratorOptions kv = o.kv;  // with --kv-size's limits
   // A file, or a preset's tensors as tps-mkmodel would write them.
   ModelConfig c;
   ModelShape shape;
   if (!o.preset.empty()) {
     const SyntheticSpec spec = synthetic_preset(o.preset);
     c = spec.config;
-    shape = synthetic_model_shape(spec, parse_quantize(quantize));
+    shape = synthetic_model_shape(spec, parse_quantize(o.quantize));
   } else {
     GgufFile f = GgufFile::open(o.model);
     c = read_model_config(f);
-    shape = model_shape(f, c, parse_quantize(quantize));
+    shape = model_shape(f, c, parse_quantize(o.quantize));
   }
-  const int per_host = static_cast<int>(plan.ranks.size()), ranks = per_host * hosts;
+  const int per_host = static_cast<int>(plan.ranks.size()), ranks = per_host * o.hosts;
   // Rank r runs on host r / per_host, node plan.ranks[r % per_host].numa_node.
   auto same_node = [&](int q, int r) {
     return q / per_host == r / per_host && plan.ranks[q % per_host].numa_node == plan.ranks[r % per_host].numa_node;
@@ -76,19 +74,19 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
   nlohmann::json j = {{"file", o.model},
                       {"preset", o.preset},
                       {"weight_bytes", shape.total()},
-                      {"quantize", quantize},
+                      {"quantize", o.quantize},
                       {"layers", c.n_layer},
                       {"memory", m.is_this_host ? "available" : "total"},
-                      {"hosts", hosts},
-                      {"node_gbps", node_gbps},
+                      {"hosts", o.hosts},
+                      {"node_gbps", o.node_gbps},
                       {"kv_options",
                        {{"context", kv.context},
                         {"sequences", kv.max_sequences},
                         {"step_tokens", kv.max_tokens},
-                        {"kv_size", kv_size},
+                        {"kv_size", o.kv_size},
                         {"kv_type", kv_type_name(kv.kv_type)}}},
                       {"splits", nlohmann::json::object()}};
-  parse_kv_size(kv_size, kv.kv_positions, kv.kv_bytes);
+  parse_kv_size(o.kv_size, kv.kv_positions, kv.kv_bytes);
   for (SplitMode mode : {SplitMode::layers, SplitMode::experts, SplitMode::tensor}) {
     nlohmann::json& out = j["splits"][split_mode_name(mode)];
     std::vector<RankShare> shares = plan_split(shape, mode, ranks);
@@ -108,7 +106,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
       for (int q = 0; q < ranks; ++q)
         if (same_node(q, r)) on_node += shares[q].bytes + kv_bytes[q], node_reads += shares[q].read_bytes;
       const double seconds =
-          static_cast<double>(mode == SplitMode::layers ? shares[r].read_bytes : node_reads) / (node_gbps * 1e9);
+          static_cast<double>(mode == SplitMode::layers ? shares[r].read_bytes : node_reads) / (o.node_gbps * 1e9);
       token_seconds = mode == SplitMode::layers ? token_seconds + seconds : std::max(token_seconds, seconds);
       auto range = [](const Range& x) { return nlohmann::json::array({x.begin, x.end}); };
       const RankShare& sh = shares[r];
@@ -129,7 +127,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
                               {"node_memory_bytes", available},
                               {"fits", on_node <= available}});
     }
-    if (node_gbps > 0) out["projected_tokens_per_s"] = 1 / token_seconds;
+    if (o.node_gbps > 0) out["projected_tokens_per_s"] = 1 / token_seconds;
   }
   return j;
 }
