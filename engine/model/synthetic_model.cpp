@@ -255,13 +255,9 @@ uint64_t synthetic_tensor_bytes(const SyntheticSpec& s) {
 
 ModelShape synthetic_model_shape(const SyntheticSpec& s, const QuantizePlan& plan) {
   const std::vector<TensorSpec> specs = gpt_oss_tensors(s.config);
-  std::vector<TensorView> tensors;
-  for (const TensorSpec& t : specs) {
-    TensorView v{.name = t.name, .type = synthetic_type(t, s), .n_dims = t.n_dims, .ne = t.ne};
-    v.row_bytes = row_bytes(v.type, t.ne[0]);
-    v.bytes = v.row_bytes * v.rows();
-    tensors.push_back(v);
-  }
+  std::vector<TensorView> tensors;  // names, types and shapes: model_shape sizes them
+  for (const TensorSpec& t : specs)
+    tensors.push_back({.name = t.name, .type = synthetic_type(t, s), .n_dims = t.n_dims, .ne = t.ne});
   return model_shape(tensors, s.config, plan, "preset " + s.preset);
 }
 
