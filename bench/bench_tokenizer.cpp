@@ -16,6 +16,7 @@
 #include "engine/text/o200k_vocab.h"
 #include "engine/text/tokenizer.h"
 #include "runtime/error.h"
+#include "tests/test_paths.h"
 
 namespace {
 
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_tokenizer: MB must be a positive number, not '%s'\n", argv[1]);
     return 2;
   }
-  std::ifstream in(TPS_TEST_DATA "/tokenizer_corpus.json");
+  std::ifstream in(std::string(tps::test_paths::data) + "/tokenizer_corpus.json");
   std::string all, ascii;
   size_t documents = 0, ascii_documents = 0;
   for (const std::string& d : nlohmann::json::parse(in).get<std::vector<std::string>>()) {
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
   }
 
   auto t0 = Clock::now();
-  tps::Vocab v = tps::build_o200k_harmony_vocab(TPS_O200K_JSON);
+  tps::Vocab v = tps::build_o200k_harmony_vocab(tps::default_o200k_json());
   const double vocab_s = seconds_since(t0);
   std::vector<std::string_view> tokens(v.tokens.begin(), v.tokens.end());
   std::vector<std::string_view> merges(v.merges.begin(), v.merges.end());

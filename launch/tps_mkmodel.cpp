@@ -23,7 +23,7 @@ struct Options {
   std::string preset = "small";
   std::string out;
   uint64_t seed = 1;
-  std::string vocab_json = TPS_O200K_JSON;
+  std::string vocab_json = tps::default_o200k_json();
   std::string types;
   std::string split_max_size;
   bool if_missing = false;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "tests/test_paths.h"
 #include "topology/binding.h"
 #include "topology/machine.h"
 #include "topology/placement.h"
@@ -30,7 +31,7 @@ TEST(Binding, UnboundProcessFollowsThePlan) {
 TEST(Binding, MemoryIsBoundToTheNodeTheKernelNumbers) {
   // Nodes 1 and 3 hold the cores; node 0 has memory only. hwloc lists them
   // 1, 3, 0: positions and the kernel's numbers differ.
-  Machine m = load_machine_xml(TPS_TEST_DATA "/sparse-node-numbers.xml");
+  Machine m = load_machine_xml(std::string(tps::test_paths::data) + "/sparse-node-numbers.xml");
   PlacementPlan plan = plan_placement(m, 2);
   const LaunchBinding alone;
   EXPECT_EQ(memory_node_os_index(m, decide_binding(m, plan.ranks[0], alone, 0)), 1);

@@ -13,12 +13,13 @@
 
 #include "engine/sched/generator.h"
 #include "engine/step/session.h"
+#include "tests/test_paths.h"
 
 namespace tps {
 namespace {
 
 std::string model_path(const std::string& preset) {
-  return std::string(TPS_TEST_MODELS) + "/gpt-oss-" + preset + ".gguf";
+  return std::string(tps::test_paths::models) + "/gpt-oss-" + preset + ".gguf";
 }
 
 // A prompt of n ids spread over the vocabulary, starting from `seed`.

@@ -53,6 +53,7 @@
 #include "engine/step/sampler.h"
 #include "tests/quant_models.h"
 #include "tests/reference_forward.h"
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -73,7 +74,7 @@ double median(std::vector<double> v) {
 class LlamaParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaParity, NextTokenDistributions) {
-  const std::string model = std::string(TPS_TEST_MODELS) + "/gpt-oss-" + GetParam() + ".gguf";
+  const std::string model = std::string(tps::test_paths::models) + "/gpt-oss-" + GetParam() + ".gguf";
   const std::string ids_path = ::testing::TempDir() + "/tps-parity-ids-" + GetParam() + ".txt";
   std::vector<int32_t> ids{200006, 17360, 200008};
   for (int i = 0; i < 61; ++i) ids.push_back((i * 7919 + 13) % 199998);
@@ -81,11 +82,12 @@ TEST_P(LlamaParity, NextTokenDistributions) {
     std::ofstream out(ids_path);
     for (int32_t id : ids) out << id << ' ';
   }
-  auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q score -m " + model + " --ids " + ids_path +
+  auto tps = testing::run_tool(std::string(tps::test_paths::tpsrun) + " -q score -m " + model + " --ids " + ids_path +
                                " --top-logprobs 20 --json --yarn-truncate --kv-type f32");
   ASSERT_EQ(tps.exit_code, 0) << tps.err;
-  auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR "/llama_ref.mjs score " + model +
-                                 " --ids " + ids_path + " --top 5 --flash-attn off --kv-type f32");
+  auto llama =
+      testing::run_tool(std::string(NODE_EXECUTABLE) + " " + tps::test_paths::reference + "/llama_ref.mjs score " +
+                        model + " --ids " + ids_path + " --top 5 --flash-attn off --kv-type f32");
   ASSERT_EQ(llama.exit_code, 0) << "llama.cpp did not run (scripts/install-deps installs "
                                    "node-llama-cpp):\n"
                                 << llama.err;
@@ -159,18 +161,18 @@ TEST_P(LlamaParity, NextTokenDistributions) {
 // of the reference engine, ~17 s here (the test took 101 s of its 120 with
 // three in a loaded CI run).
 TEST(LlamaParity, PerplexityOfTheSameWindows) {
-  const std::string model = std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf";
+  const std::string model = std::string(tps::test_paths::models) + "/gpt-oss-small.gguf";
   const std::string text = ::testing::TempDir() + "/tps-parity-ppl.txt";
   {
     std::ofstream out(text);
     for (int i = 0; i < 17; ++i) out << (i ? " " : "") << "Line " << i << " says " << i * 31 % 17 << " things.";
   }
   const int window = 64;
-  auto tps = testing::run_tool(std::string(TPSRUN_PATH) + " -q perplexity -m " + model + " -f " + text +
+  auto tps = testing::run_tool(std::string(tps::test_paths::tpsrun) + " -q perplexity -m " + model + " -f " + text +
                                " --ctx 64 --yarn-truncate --kv-type f32 --json");
   ASSERT_EQ(tps.exit_code, 0) << tps.err;
-  auto ids = testing::run_tool(std::string(TPSRUN_PATH) + " tokenize --no-parse-special --ids-only -m " + model +
-                               " --file " + text);
+  auto ids = testing::run_tool(std::string(tps::test_paths::tpsrun) + " tokenize --no-parse-special --ids-only -m " +
+                               model + " --file " + text);
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
   const std::vector<int32_t> tokens = nlohmann::json::parse(ids.out);
   const int windows = static_cast<int>(tokens.size() / window);
@@ -183,8 +185,9 @@ TEST(LlamaParity, PerplexityOfTheSameWindows) {
       std::ofstream out(ids_path);
       for (int i = 0; i < window; ++i) out << tokens[w * window + i] << ' ';
     }
-    auto llama = testing::run_tool(std::string(NODE_EXECUTABLE) + " " TPS_REFERENCE_DIR "/llama_ref.mjs score " +
-                                   model + " --ids " + ids_path + " --top 1 --flash-attn off --kv-type f32");
+    auto llama =
+        testing::run_tool(std::string(NODE_EXECUTABLE) + " " + tps::test_paths::reference + "/llama_ref.mjs score " +
+                          model + " --ids " + ids_path + " --top 1 --flash-attn off --kv-type f32");
     ASSERT_EQ(llama.exit_code, 0) << llama.err;
     const nlohmann::json scored = nlohmann::json::parse(llama.out);
     for (const auto& p : scored["positions"])

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include "runtime/error.h"
+#include "tests/test_paths.h"
 #include "topology/machine.h"
 
 namespace tps {
@@ -52,7 +53,7 @@ TEST(Machine, SyntheticShape) {
 }
 
 TEST(Machine, XmlWithDistances) {
-  Machine m = load_machine_xml(TPS_TEST_DATA "/asymmetric-2pkg-cxl.xml");
+  Machine m = load_machine_xml(std::string(tps::test_paths::data) + "/asymmetric-2pkg-cxl.xml");
   ASSERT_EQ(m.distances.size(), 3u);
   EXPECT_EQ(m.distances[0][1], 21u);
   EXPECT_EQ(m.distances[2][2], 10u);
@@ -73,7 +74,8 @@ TEST(Machine, BadDescriptionsNameTheInput) {
   expect_input_error([] { load_machine_synthetic("pack:two"); }, "pack:two");
   expect_input_error([] { load_machine_synthetic(""); }, "synthetic");
   expect_input_error([] { load_machine_xml("/no/such/file.xml"); }, "/no/such/file.xml");
-  expect_input_error([] { load_machine_xml(TPS_TEST_DATA "/not-a-topology.xml"); }, "not-a-topology.xml");
+  expect_input_error([] { load_machine_xml(std::string(tps::test_paths::data) + "/not-a-topology.xml"); },
+                     "not-a-topology.xml");
 }
 
 TEST(Machine, IndexLists) {

@@ -3,6 +3,7 @@
 // a job of one process prints its message alone.
 #include <gtest/gtest.h>
 
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -11,8 +12,8 @@ namespace {
 using testing::run_tool;
 
 testing::ToolResult run_probe(int ranks, int fail_rank, const std::string& mode) {
-  return run_tool(std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + MPI_FAILURE_PROBE_PATH + " " +
-                  std::to_string(fail_rank) + " " + mode);
+  return run_tool(std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " +
+                  tps::test_paths::mpi_failure_probe + " " + std::to_string(fail_rank) + " " + mode);
 }
 
 constexpr double kPromptly = 15.0;  // seconds; a hang would hit the CTest timeout
@@ -36,7 +37,7 @@ TEST(MpiFailure, InputErrorKeepsExitCode2) {
 TEST(MpiFailure, InputErrorOnEveryRankIsSaidOnce) {
   // Bad input every rank sees: one line, no abort notice (mpirun -q keeps
   // mpirun's own remark on the exit code out), the input error's code.
-  auto r = run_tool(std::string(TPS_MPIEXEC) + " -q -np 3 " + MPI_FAILURE_PROBE_PATH + " -1 input");
+  auto r = run_tool(std::string(TPS_MPIEXEC) + " -q -np 3 " + tps::test_paths::mpi_failure_probe + " -1 input");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err, "tps: probe: bad input on purpose\n");
   EXPECT_LT(r.seconds, kPromptly);
@@ -51,7 +52,7 @@ TEST(MpiFailure, NonZeroReturnEndsAll) {
 
 TEST(MpiFailure, OneProcessPrintsOneLine) {
   // Started without mpiexec (a singleton): the message is all of stderr.
-  auto r = run_tool(std::string(MPI_FAILURE_PROBE_PATH) + " 0 input");
+  auto r = run_tool(std::string(tps::test_paths::mpi_failure_probe) + " 0 input");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err, "tps: probe: bad input on purpose\n");
   EXPECT_LT(r.seconds, kPromptly);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tests/temp_path.h"
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -49,7 +50,8 @@ json tpsrun(int ranks, const std::string& args) {
 }
 
 std::string tps(const std::string& mpirun_args, const std::string& preset, const std::string& args) {
-  return mpirun_args + " " + TPSRUN_PATH + " -q -m " + TPS_TEST_MODELS + "/gpt-oss-" + preset + ".gguf " + args;
+  return mpirun_args + " " + tps::test_paths::tpsrun + " -q -m " + tps::test_paths::models + "/gpt-oss-" + preset +
+         ".gguf " + args;
 }
 
 std::string prompts_file() {

@@ -11,6 +11,7 @@
 
 #include "engine/eval/logits_file.h"
 #include "tests/temp_path.h"
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -19,12 +20,12 @@ namespace {
 using testing::run_tool;
 using testing::temp_path;
 
-const std::string kModel = std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf";
+const std::string kModel = std::string(tps::test_paths::models) + "/gpt-oss-tiny.gguf";
 // The tiny model in 16 bits: F16 dense weights, BF16 experts.
-const std::string kF16Model = std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny-f16.gguf";
+const std::string kF16Model = std::string(tps::test_paths::models) + "/gpt-oss-tiny-f16.gguf";
 
 std::string tpsrun(const std::string& args, const std::string& model = kModel) {
-  return std::string(TPSRUN_PATH) + " -q -m " + model + " " + args;
+  return std::string(tps::test_paths::tpsrun) + " -q -m " + model + " " + args;
 }
 
 // A text of a few hundred tokens, with no newline at its end.
@@ -50,8 +51,8 @@ TEST(Perplexity, IsTheScoreOfEachWindowsSecondHalf) {
   ASSERT_FALSE(j.empty());
   // The same windows scored one by one: ids from the tokenizer, then each
   // window's log-probabilities from `tpsrun score`.
-  auto ids =
-      run_tool(std::string(TPSRUN_PATH) + " tokenize --no-parse-special --ids-only -m " + kModel + " --file " + text);
+  auto ids = run_tool(std::string(tps::test_paths::tpsrun) + " tokenize --no-parse-special --ids-only -m " + kModel +
+                      " --file " + text);
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
   const std::vector<int32_t> tokens = nlohmann::json::parse(ids.out);
   const int windows = static_cast<int>(tokens.size() / window);

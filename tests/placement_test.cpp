@@ -5,6 +5,7 @@
 #include <set>
 
 #include "runtime/error.h"
+#include "tests/test_paths.h"
 #include "topology/machine.h"
 #include "topology/model_shape.h"
 #include "topology/placement.h"
@@ -141,7 +142,7 @@ TEST(Placement, MemoryOnlyNodesNeverGetThreads) {
 }
 
 TEST(Placement, AsymmetricXmlWithCxlNode) {
-  Machine m = load_machine_xml(TPS_TEST_DATA "/asymmetric-2pkg-cxl.xml");
+  Machine m = load_machine_xml(std::string(tps::test_paths::data) + "/asymmetric-2pkg-cxl.xml");
   ASSERT_EQ(m.numa_nodes.size(), 3u);
   ASSERT_EQ(m.cores.size(), 6u);
   EXPECT_EQ(m.distances.size(), 3u);

@@ -7,7 +7,8 @@ foreach(probe kernels_includes_step kernels_includes_gguf)
   target_link_libraries(${probe} PRIVATE tps_kernels)
   add_test(NAME rooms.${probe}
            COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${probe})
-  set_tests_properties(rooms.${probe} PROPERTIES LABELS unit RESOURCE_LOCK build_tree)
+  set_tests_properties(rooms.${probe} PROPERTIES LABELS "unit;fast" RESOURCE_LOCK build_tree)
+  tps_sanitizers(TESTS rooms.${probe} NOT_SANITIZED "a compile-time check")
 endforeach()
 set_tests_properties(rooms.kernels_includes_step PROPERTIES
   PASS_REGULAR_EXPRESSION "engine/step/forward.h: No such file or directory")

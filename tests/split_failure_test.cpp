@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -19,13 +20,15 @@ using testing::run_tool;
 
 constexpr double kPromptly = 15.0;  // seconds; a hang would hit the CTest timeout
 
-std::string model(const std::string& preset) { return std::string(TPS_TEST_MODELS) + "/gpt-oss-" + preset + ".gguf"; }
+std::string model(const std::string& preset) {
+  return std::string(tps::test_paths::models) + "/gpt-oss-" + preset + ".gguf";
+}
 
 // Two ranks: rank 0 runs `good`, rank 1 runs `bad` (both tpsrun argument
 // lists, or a shell command for rank 1 when bad starts with "sh ").
 testing::ToolResult run_pair(const std::string& good, const std::string& bad) {
-  return run_tool(std::string(TPS_MPIEXEC) + " -np 1 " + TPSRUN_PATH + " " + good + " : -np 1 " +
-                  (bad.starts_with("sh ") ? bad : std::string(TPSRUN_PATH) + " " + bad));
+  return run_tool(std::string(TPS_MPIEXEC) + " -np 1 " + tps::test_paths::tpsrun + " " + good + " : -np 1 " +
+                  (bad.starts_with("sh ") ? bad : std::string(tps::test_paths::tpsrun) + " " + bad));
 }
 
 TEST(SplitFailure, BadFileOnOneRank) {
@@ -58,7 +61,7 @@ TEST(SplitFailure, OutOfMemoryOnOneRank) {
   // Rank 1 may map little more than the program and MPI themselves (300 MB
   // of address space): its model cannot be loaded.
   const std::string args = " -m " + model("small") + " -p 'Hello' -n 8 --temp 0";
-  auto r = run_pair(args, "sh -c 'ulimit -v 300000; exec " + std::string(TPSRUN_PATH) + args + "'");
+  auto r = run_pair(args, "sh -c 'ulimit -v 300000; exec " + std::string(tps::test_paths::tpsrun) + args + "'");
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tpsrun: rank 1 on "), std::string::npos) << r.err;
@@ -85,7 +88,8 @@ TEST(SplitFailure, KilledRankDuringGeneration) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
-  auto r = run_pair(args, "sh -c 'echo $$ > " + pid_file + "; exec " + std::string(TPSRUN_PATH) + args + "'");
+  auto r =
+      run_pair(args, "sh -c 'echo $$ > " + pid_file + "; exec " + std::string(tps::test_paths::tpsrun) + args + "'");
   killer.join();
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;

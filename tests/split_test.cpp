@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/quant_models.h"
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -34,8 +35,8 @@ const char* kPrompt =
 // tpsrun under mpirun; mpirun_args go to mpirun, args to tpsrun.
 json generate(const std::string& preset, int ranks, const std::string& mpirun_args, const std::string& args) {
   const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + mpirun_args + " " +
-                          TPSRUN_PATH + " -m " + TPS_TEST_MODELS + "/gpt-oss-" + preset + ".gguf -p '" + kPrompt +
-                          "' " + args + " --json";
+                          tps::test_paths::tpsrun + " -m " + tps::test_paths::models + "/gpt-oss-" + preset +
+                          ".gguf -p '" + kPrompt + "' " + args + " --json";
   auto r = run_tool(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
   return r.exit_code == 0 ? json::parse(r.out) : json();

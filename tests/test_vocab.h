@@ -1,5 +1,5 @@
 // The o200k_harmony vocabulary and its tokenizer, built once per test binary
-// from tiktoken's ranks (TPS_O200K_JSON, which scripts/install-deps fetches).
+// from tiktoken's ranks (default_o200k_json(), where scripts/install-deps puts them).
 #pragma once
 
 #include <string_view>
@@ -11,7 +11,7 @@
 namespace tps::testing {
 
 inline const Vocab& test_vocab() {
-  static const Vocab v = build_o200k_harmony_vocab(TPS_O200K_JSON);
+  static const Vocab v = build_o200k_harmony_vocab(default_o200k_json());
   return v;
 }
 

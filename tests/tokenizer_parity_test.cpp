@@ -17,6 +17,7 @@
 #include "engine/text/o200k_vocab.h"
 #include "engine/text/tokenizer.h"
 #include "runtime/error.h"
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -37,9 +38,9 @@ struct Reference {
 const Reference& reference() {
   static const Reference r = [] {
     Reference r;
-    const std::string corpus = std::string(TPS_TEST_DATA) + "/tokenizer_corpus.json";
-    testing::ToolResult run = testing::run_tool(
-        cat(NODE_EXECUTABLE, " ", TPS_REFERENCE_DIR, "/tiktoken_encode.mjs ", corpus, " ", kRandomTexts, " ", kSeed));
+    const std::string corpus = std::string(tps::test_paths::data) + "/tokenizer_corpus.json";
+    testing::ToolResult run = testing::run_tool(cat(NODE_EXECUTABLE, " ", tps::test_paths::reference,
+                                                    "/tiktoken_encode.mjs ", corpus, " ", kRandomTexts, " ", kSeed));
     if (run.exit_code != 0) {
       r.error = cat("the reference tokenizer did not run (exit code ", run.exit_code,
                     "; run scripts/install-deps to install Node and the npm package tiktoken):\n", run.err);
@@ -60,7 +61,7 @@ const Reference& reference() {
 }
 
 const Tokenizer& tok() {
-  static const Vocab v = build_o200k_harmony_vocab(TPS_O200K_JSON);
+  static const Vocab v = build_o200k_harmony_vocab(default_o200k_json());
   static const Tokenizer t = [] {
     std::vector<std::string_view> tokens(v.tokens.begin(), v.tokens.end());
     std::vector<std::string_view> merges(v.merges.begin(), v.merges.end());

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -16,7 +17,7 @@ namespace {
 using testing::run_tool;
 
 std::string tpsrun(const std::string& args) {
-  return std::string(TPSRUN_PATH) + " -m " + TPS_TEST_MODELS + "/gpt-oss-tiny.gguf " + args;
+  return std::string(tps::test_paths::tpsrun) + " -m " + tps::test_paths::models + "/gpt-oss-tiny.gguf " + args;
 }
 
 TEST(Tpsrun, GeneratesWithJsonStats) {
@@ -80,7 +81,7 @@ TEST(Tpsrun, BadInputIsAClearError) {
   expect_bad_input("", "give a prompt with -p PROMPT");
   expect_bad_input("-p ''", "--prompt: got an empty value");
   expect_bad_input("-p 'one two three four five six seven eight' --ctx 4", "longer than the context of 4");
-  auto r = run_tool(std::string(TPSRUN_PATH) + " -m /no/such.gguf -p x");
+  auto r = run_tool(std::string(tps::test_paths::tpsrun) + " -m /no/such.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/such.gguf: cannot open"), std::string::npos) << r.err;
 }
@@ -90,16 +91,16 @@ TEST(Tpsrun, BadInputIsAClearError) {
 TEST(Tpsrun, SplitModelPartsAreChecked) {
   const std::string dir = ::testing::TempDir() + "/tps-split-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  const std::string models = TPS_TEST_MODELS, name = "/gpt-oss-tiny-split-0000";
+  const std::string models = tps::test_paths::models, name = "/gpt-oss-tiny-split-0000";
   std::filesystem::copy_file(models + name + "1-of-00003.gguf", dir + name + "1-of-00003.gguf");
   std::filesystem::copy_file(models + name + "3-of-00003.gguf", dir + name + "3-of-00003.gguf");
-  auto r = run_tool(std::string(TPSRUN_PATH) + " -q -m " + dir + name + "1-of-00003.gguf -p x");
+  auto r = run_tool(std::string(tps::test_paths::tpsrun) + " -q -m " + dir + name + "1-of-00003.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("part 2 of 3 of this split model is missing: " + dir + name + "2-of-00003.gguf"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  r = run_tool(std::string(TPSRUN_PATH) + " -m " + models + name + "3-of-00003.gguf -p x");
+  r = run_tool(std::string(tps::test_paths::tpsrun) + " -m " + models + name + "3-of-00003.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("this is part 3 of 3 of a split model: open its first part"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);

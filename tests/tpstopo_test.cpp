@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
 namespace tps {
@@ -13,10 +14,10 @@ namespace {
 using nlohmann::json;
 using testing::run_tool;
 
-std::string tpstopo(const std::string& args) { return std::string(TPSTOPO_PATH) + " " + args; }
+std::string tpstopo(const std::string& args) { return std::string(tps::test_paths::tpstopo) + " " + args; }
 
 json golden(const std::string& name) {
-  std::ifstream in(std::string(TPS_TEST_DATA) + "/" + name);
+  std::ifstream in(std::string(tps::test_paths::data) + "/" + name);
   EXPECT_TRUE(in) << "missing golden file " << name;
   return json::parse(in);
 }
@@ -38,14 +39,14 @@ TEST(Tpstopo, FourSocketSyntheticJson) {
 }
 
 TEST(Tpstopo, AsymmetricXmlJson) {
-  expect_json_matches(std::string("--input ") + TPS_TEST_DATA +
-                          "/asymmetric-2pkg-cxl.xml --ranks 3 --json | sed 's|" TPS_TEST_DATA "/||'",
+  expect_json_matches(std::string("--input ") + tps::test_paths::data +
+                          "/asymmetric-2pkg-cxl.xml --ranks 3 --json | sed 's|" + tps::test_paths::data + "/||'",
                       "tpstopo-asymmetric.json");
 }
 
 TEST(Tpstopo, ModelBytesPerRank) {
   auto r = run_tool(tpstopo("--synthetic 'pack:2 [numa(memory=1000000)] core:2 pu:1' --model " +
-                            std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf --json"));
+                            std::string(tps::test_paths::models) + "/gpt-oss-tiny.gguf --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json m = json::parse(r.out)["model"];
   json layers = m["splits"]["layers"]["ranks"];
@@ -62,8 +63,8 @@ TEST(Tpstopo, ModelBytesPerRank) {
   json tensor = m["splits"]["tensor"]["ranks"];
   EXPECT_EQ(tensor[0]["ff"], json::array({0, 32}));
   EXPECT_EQ(tensor[1]["vocab"], json::array({100608, 201088}));  // chunks of 256 ids
-  auto three = run_tool(tpstopo("--synthetic 'pack:3 numa:1 core:2 pu:1' --model " + std::string(TPS_TEST_MODELS) +
-                                "/gpt-oss-tiny.gguf --json"));
+  auto three = run_tool(tpstopo("--synthetic 'pack:3 numa:1 core:2 pu:1' --model " +
+                                std::string(tps::test_paths::models) + "/gpt-oss-tiny.gguf --json"));
   ASSERT_EQ(three.exit_code, 0) << three.err;
   json t3 = json::parse(three.out)["model"]["splits"];
   // More ranks than tiny has layers, KV heads or feature blocks: a rank
@@ -81,7 +82,7 @@ TEST(Tpstopo, ModelBytesPerRank) {
 // Q8_0's 8.5 bits a weight), and a conversion tpsrun would refuse is
 // refused here.
 TEST(Tpstopo, QuantizedModelIsPlannedInItsNewTypes) {
-  const std::string model = std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny-f16.gguf";
+  const std::string model = std::string(tps::test_paths::models) + "/gpt-oss-tiny-f16.gguf";
   auto weights = [&](const std::string& args) {
     auto r = run_tool(tpstopo("--synthetic 'pack:2 numa:1 core:2 pu:1' --json --model " + model + " " + args));
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -95,8 +96,8 @@ TEST(Tpstopo, QuantizedModelIsPlannedInItsNewTypes) {
   const json ranks = int8["splits"]["tensor"]["ranks"];
   EXPECT_LT(ranks[0]["read_bytes_per_token"].get<double>(),
             0.6 * f16["splits"]["tensor"]["ranks"][0]["read_bytes_per_token"].get<double>());
-  auto bad =
-      run_tool(tpstopo("--model " + std::string(TPS_TEST_MODELS) + "/gpt-oss-tiny.gguf --quantize experts=q8_0"));
+  auto bad = run_tool(
+      tpstopo("--model " + std::string(tps::test_paths::models) + "/gpt-oss-tiny.gguf --quantize experts=q8_0"));
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("is MXFP4, already at this precision or lower"), std::string::npos) << bad.err;
 }
@@ -134,7 +135,8 @@ TEST(Tpstopo, BadInputIsOneLineAndExitCode2) {
   expect_usage_error("--threads abc", "--threads");
   expect_usage_error("--synthetic 'pack:2 core:x'", "invalid synthetic topology 'pack:2 core:x'");
   expect_usage_error("--input /no/such.xml", "/no/such.xml");
-  expect_usage_error(std::string("--input ") + TPS_TEST_DATA + "/not-a-topology.xml", "not a valid hwloc XML topology");
+  expect_usage_error(std::string("--input ") + tps::test_paths::data + "/not-a-topology.xml",
+                     "not a valid hwloc XML topology");
   expect_usage_error("--input a.xml --synthetic 'pack:2'", "excludes");
   expect_usage_error("--synthetic 'pack:2 core:2 pu:1' --bandwidth", "--bandwidth measures this host");
   expect_usage_error("--no-such-flag", "--no-such-flag");
@@ -146,7 +148,7 @@ TEST(Tpstopo, BadInputIsOneLineAndExitCode2) {
 // holding ranks 2 and 3, every rank reading its share of a token.
 TEST(Tpstopo, ModelPlansAcrossHostsWithProjection) {
   auto r = run_tool(tpstopo("--synthetic 'pack:2 numa:1 core:2 pu:1' --hosts 2 --node-gbps 20 --model " +
-                            std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf --json"));
+                            std::string(tps::test_paths::models) + "/gpt-oss-small.gguf --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json m = json::parse(r.out)["model"];
   EXPECT_EQ(m["hosts"], 2);
@@ -161,7 +163,7 @@ TEST(Tpstopo, ModelPlansAcrossHostsWithProjection) {
   EXPECT_GT(ratio, 2.0);  // 4 nodes reading at once, less what every rank reads whole
   EXPECT_LT(ratio, 4.0);
   auto text = run_tool(tpstopo("--synthetic 'pack:2 numa:1 core:2 pu:1' --node-gbps 20 --model " +
-                               std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf"));
+                               std::string(tps::test_paths::models) + "/gpt-oss-small.gguf"));
   EXPECT_NE(text.out.find("tensor: one sequence decodes at most "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(" a token; node "), std::string::npos) << text.out;
 }
@@ -175,7 +177,7 @@ TEST(Tpstopo, PresetIsPlannedAsItsFile) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.exit_code ? json{} : json::parse(r.out)["model"];
   };
-  const std::string small = std::string(TPS_TEST_MODELS) + "/gpt-oss-small.gguf";
+  const std::string small = std::string(tps::test_paths::models) + "/gpt-oss-small.gguf";
   for (const std::string quantize : {"", " --quantize int4"}) {
     const json file = plan("--model " + small + quantize), preset = plan("--preset small" + quantize);
     ASSERT_FALSE(file.empty() || preset.empty());

@@ -28,4 +28,11 @@ Vocab build_o200k_harmony_vocab(const std::string& o200k_base_json);
 // The o200k_harmony special token names by id (199998..201087).
 std::string harmony_special_name(uint32_t id);
 
+// Where this build's scripts/install-deps put tiktoken's o200k_base.json
+// (tests/reference/node_modules/...): the default of the tools that build
+// the vocabulary. Written by cmake into a generated source of its own, so
+// that no compile line holds the tree's absolute path (CMakeLists.txt,
+// TPS_CCACHE).
+const char* default_o200k_json();
+
 }  // namespace tps

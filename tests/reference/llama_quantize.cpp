@@ -12,7 +12,13 @@
 #include <map>
 #include <string>
 
+#include "tests/test_paths.h"
+
 namespace {
+
+// Where node-llama-cpp keeps its prebuilt libraries.
+const std::string kLlamaBins =
+    std::string(tps::test_paths::reference) + "/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64";
 
 // llama.h's llama_ftype values (stable: a file records its ftype by number).
 const std::map<std::string, int32_t> kFileTypes{
@@ -31,7 +37,7 @@ struct QuantizeParams {
 };
 
 std::string library_path() {
-  for (const auto& entry : std::filesystem::directory_iterator(TPS_LLAMA_BINS)) {
+  for (const auto& entry : std::filesystem::directory_iterator(kLlamaBins)) {
     const std::string name = entry.path().filename().string();
     if (name.starts_with("libllama.") && name.ends_with(".so")) return entry.path().string();
   }
@@ -48,11 +54,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::error_code error;
-  const std::string path = std::filesystem::exists(TPS_LLAMA_BINS, error) ? library_path() : std::string();
+  const std::string path = std::filesystem::exists(kLlamaBins, error) ? library_path() : std::string();
   void* lib = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     std::fprintf(stderr, "llama_quantize_ref: no libllama in %s (scripts/install-deps installs node-llama-cpp)%s%s\n",
-                 TPS_LLAMA_BINS, path.empty() ? "" : ": ", path.empty() ? "" : dlerror());
+                 kLlamaBins.c_str(), path.empty() ? "" : ": ", path.empty() ? "" : dlerror());
     return 1;
   }
   auto init = reinterpret_cast<void (*)()>(dlsym(lib, "llama_backend_init"));
