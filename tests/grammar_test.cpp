@@ -1,0 +1,211 @@
+// Constrained decoding's engine (engine/grammar): grammars, the matcher's
+// masks against brute force over the whole o200k vocabulary, JSON Schema's
+// keywords each on texts that must and must not match, and refusals that
+// name the keyword and its path.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "engine/grammar/json_schema.h"
+#include "engine/grammar/json_text.h"
+#include "engine/grammar/matcher.h"
+#include "engine/grammar/pattern.h"
+#include "runtime/error.h"
+#include "tests/test_vocab.h"
+
+namespace tps {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::shared_ptr<const TokenIndex> index() {
+  static const auto i = std::make_shared<const TokenIndex>(testing::test_tokenizer());
+  return i;
+}
+
+std::shared_ptr<const CompiledGrammar> compiled(Grammar g, int start) {
+  g.finish(start);
+  auto c = std::make_shared<CompiledGrammar>();
+  c->grammar = std::move(g);
+  c->index = index();
+  c->end_tokens = {testing::test_tokenizer().special_id("<|return|>").value()};
+  return c;
+}
+
+std::shared_ptr<const CompiledGrammar> schema(const std::string& text) {
+  Grammar g;
+  const int r = add_json_schema(g, json::parse(text));
+  return compiled(std::move(g), r);
+}
+
+// Feeds text as the tokenizer splits it; true when every token is taken
+// and the text is a whole match.
+bool matches(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  Matcher m(g);
+  for (int32_t id : testing::test_tokenizer().encode(text))
+    if (!m.accept(id)) return false;
+  return m.complete();
+}
+
+// The mask equals, token by token, whether the matcher takes the token.
+void expect_mask_is_exact(Matcher& m, const std::string& what) {
+  const TokenSet& mask = m.allowed();
+  const int32_t vocab = index()->vocab();
+  int32_t allowed = 0;
+  for (int32_t id = 0; id < vocab; ++id) {
+    const bool takes = m.accepts(id);
+    ASSERT_EQ(mask.test(id), takes) << what << ": token " << id << " '" << testing::test_tokenizer().token_bytes(id)
+                                    << "'";
+    allowed += takes;
+  }
+  EXPECT_EQ(mask.count(), allowed);
+}
+
+TEST(Grammar, LeftRecursionAndEmptyRulesAreRefused) {
+  Grammar g;
+  const int a = g.declare("a");
+  g.add_alternative(a, {Grammar::rule(a), g.byte('x')});
+  EXPECT_THROW(g.finish(a), InputError);
+  Grammar h;
+  const int b = h.declare("b");
+  EXPECT_THROW(h.finish(b), InputError);
+}
+
+TEST(Grammar, MasksEqualBruteForceAlongAText) {
+  // Free text inside a JSON string, a closed string, structure, a number.
+  auto g = schema(R"({"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}},
+                      "required":["name","n"],"additionalProperties":false})");
+  const std::string text = R"({"name": "Ada Lovelace, \u00e9 \"q\"", "n": -42})";
+  Matcher m(g);
+  std::vector<int32_t> ids = testing::test_tokenizer().encode(text);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % 3 == 0) expect_mask_is_exact(m, "after " + std::to_string(i) + " tokens");
+    ASSERT_TRUE(m.accept(ids[i])) << "token " << i;
+  }
+  EXPECT_TRUE(m.complete());
+  expect_mask_is_exact(m, "complete");
+}
+
+TEST(Grammar, RandomWalksNeverMeetAnEmptyMask) {
+  auto g = schema(R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":5},
+                      "maxItems":3},"ok":{"type":"boolean"},"x":{"type":"number","minimum":-5,"maximum":5}},
+                      "required":["ok"]})");
+  std::mt19937 rng(7);
+  for (int walk = 0; walk < 20; ++walk) {
+    Matcher m(g);
+    for (int step = 0; step < 60 && !m.complete(); ++step) {
+      const TokenSet& mask = m.allowed();
+      ASSERT_GT(mask.count(), 0) << "walk " << walk << " step " << step;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < index()->vocab(); ++id)
+        if (mask.test(id)) allowed.push_back(id);
+      ASSERT_TRUE(m.accept(allowed[rng() % allowed.size()]));
+    }
+  }
+}
+
+TEST(JsonSchema, EachKeywordAcceptsWhatItAllowsAndNothingElse) {
+  struct Case {
+    const char* schema;
+    std::vector<const char*> valid, invalid;
+  };
+  const std::vector<Case> cases = {
+      {R"({"type":"string"})", {R"("")", R"("héllo \n \u0041")"}, {"1", R"("a)", "\"\x01\""}},
+      {R"({"type":"string","minLength":2,"maxLength":3})", {R"("ab")", R"("aéb")"}, {R"("a")", R"("abcd")"}},
+      {R"({"type":"integer","minimum":-3,"exclusiveMaximum":120})",
+       {"-3", "0", "119", "57"},
+       {"-4", "120", "1.5", "007"}},
+      {R"({"type":"number","minimum":0,"maximum":1})", {"0", "0.25", "1", "0.999"}, {"-0.5", "1.5", "2", "1e0"}},
+      {R"({"type":"number"})", {"-12.5e+3", "0", "3.25"}, {"01", "+1", ".5"}},
+      {R"({"enum":["a",1,null,{"k":[true]}]})", {R"("a")", "1", "null", R"({"k":[true]})"}, {R"("b")", "2"}},
+      {R"({"const":"x\"y"})", {R"("x\"y")"}, {R"("xy")"}},
+      {R"({"type":["integer","null"]})", {"5", "null"}, {"true"}},
+      {R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":2})",
+       {"[1]", "[1, 2]"},
+       {"[]", "[1,2,3]", R"(["a"])"}},
+      {R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})",
+       {R"(["a", 1])", R"(["a"])", "[]"},
+       {R"(["a", 1, 2])", R"([1])"}},
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"]})",
+       {R"({"a": 1, "b": "x"})", R"({"b":"x"})"},
+       {R"({"a": 1})", R"({"b":"x","c":1})", "{}"}},
+      {R"({"type":"object","additionalProperties":{"type":"integer"}})",
+       {"{}", R"({"x": 1, "y": 2})"},
+       {R"({"x":"s"})"}},
+      {R"({"anyOf":[{"type":"string"},{"type":"integer"}]})", {R"("s")", "3"}, {"[]"}},
+      {R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},"required":["kind"]},
+                    {"type":"object","properties":{"kind":{"const":"b"}},"required":["kind"]}]})",
+       {R"({"kind":"a","x":1})", R"({"kind":"b"})"},
+       {R"({"kind":"c"})"}},
+      {R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"null"}}}]})",
+       {R"({"a":1})", R"({"a":1,"b":null})"},
+       {R"({"b":null})"}},
+      {R"({"$defs":{"node":{"type":"object","properties":{"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},
+                    "required":["next"]}},"$ref":"#/$defs/node"})",
+       {R"({"next":null})", R"({"next":{"next":{"next":null}}})"},
+       {R"({"next":1})"}},
+      {R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"})",
+       {R"("AB-123")"},
+       {R"("AB-12")", R"("ab-123")", R"("xAB-123")"}},
+      {R"({"type":"string","pattern":"cat"})", {R"("cat")", R"("a cat!")"}, {R"("dog")"}},
+      {R"({"type":"string","format":"date"})",
+       {R"("2024-02-28")", R"("1999-12-31")"},
+       {R"("2024-02-30")", R"("24-01-01")"}},
+      {R"({"type":"string","format":"date-time"})",
+       {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T03:04:05.5+01:00")"},
+       {R"("2024-01-02 03:04:05Z")"}},
+      {R"({"type":"string","format":"uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"}},
+      {R"({"type":"string","format":"email"})", {R"("a.b@example.com")"}, {R"("a@b")", R"("@x.com")"}},
+      {"true", {"1", R"({"a":[null]})"}, {"nul"}},
+  };
+  for (const Case& c : cases) {
+    auto g = schema(c.schema);
+    for (const char* text : c.valid) EXPECT_TRUE(matches(g, text)) << c.schema << " should take " << text;
+    for (const char* text : c.invalid) EXPECT_FALSE(matches(g, text)) << c.schema << " should refuse " << text;
+  }
+}
+
+TEST(JsonSchema, WhatItCannotHonourIsRefusedByKeywordAndPath) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {R"({"type":"object","properties":{"a":{"not":{"type":"string"}}}})",
+       "schema at /properties/a: 'not' is not supported"},
+      {R"({"type":"array","uniqueItems":true})", "schema at /: 'uniqueItems' is not supported"},
+      {R"({"type":"number","minimum":0.5})", "minimum 0.5"},
+      {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", "'oneOf' whose branches may both match"},
+      {R"({"$ref":"https://example.com/s.json"})", "only references inside the document"},
+      {R"({"$ref":"#/$defs/missing"})", "points at nothing"},
+      {R"({"type":"string","pattern":"(a)\\1"})", "backreference"},
+      {R"({"type":"string","format":"hostname"})", "format 'hostname' is not supported"},
+      {R"({"type":"thing"})", "is not a JSON Schema type"},
+      {R"({"type":"string","maxLength":100000})", "'maxLength' above"},
+      {"false", "accepts nothing"},
+  };
+  for (const auto& [text, message] : cases) {
+    Grammar g;
+    try {
+      add_json_schema(g, json::parse(text));
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << text << ": " << e.what();
+    }
+  }
+}
+
+TEST(JsonSchema, SpecialTokensAndEndTokensComeOnlyWhereTheGrammarSaysSo) {
+  const Tokenizer& tok = testing::test_tokenizer();
+  const int32_t end = tok.special_id("<|end|>").value(), ret = tok.special_id("<|return|>").value();
+  auto g = schema(R"({"type":"boolean"})");
+  Matcher m(g);
+  EXPECT_FALSE(m.allowed().test(end));
+  EXPECT_FALSE(m.allowed().test(ret));
+  for (int32_t id : tok.encode("true")) ASSERT_TRUE(m.accept(id));
+  EXPECT_TRUE(m.complete());
+  EXPECT_TRUE(m.allowed().test(ret));  // the end token, once whole
+  EXPECT_FALSE(m.accept(end));
+  EXPECT_TRUE(m.accept(ret));
+}
+
+}  // namespace
+}  // namespace tps
