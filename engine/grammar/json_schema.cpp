@@ -1,6 +1,7 @@
 #include "engine/grammar/json_schema.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -64,8 +65,9 @@ class SchemaCompiler {
     if (g_.positions() > kMaxPositions)
       throw InputError(cat(at(path), ": the schema makes a grammar of over ", kMaxPositions, " positions"));
     if (s.is_boolean()) {
-      if (!s.get<bool>()) throw InputError(cat(at(path), ": the schema false accepts nothing"));
-      return text_.any_value();
+      if (s.get<bool>()) return text_.any_value();
+      if (depth == 0) throw InputError(cat(at(path), ": the schema false accepts nothing"));
+      return nothing();  // a branch or a member that cannot be
     }
     if (!s.is_object()) throw InputError(cat(at(path), ": a schema is an object or a boolean, not ", s.type_name()));
     for (const auto& [key, value] : s.items()) {
@@ -73,24 +75,31 @@ class SchemaCompiler {
         throw InputError(cat(at(path), ": '", key, "' is not supported"));
     }
     if (s.contains("$ref")) {
-      for (const auto& [key, value] : s.items())
-        if (key != "$ref" && !kAnnotations.count(key) && validating(key))
-          throw InputError(cat(at(path), ": '", key, "' beside '$ref' is not supported"));
-      return ref(s["$ref"], path, depth);
+      if (!has_siblings(s, "$ref")) return ref(s["$ref"], path, depth);
+      // Keywords beside a $ref apply too: the two merged, as allOf.
+      json both = without(s, "$ref");
+      both["allOf"] = json::array({json{{"$ref", s["$ref"]}}});
+      return compile(both, path, depth + 1);
     }
-    if (s.contains("allOf")) return compile(merged(s, path), path, depth + 1);
+    if (s.contains("allOf")) {
+      const json one = merged(s, path);
+      return one == false ? nothing() : compile(one, path, depth + 1);
+    }
     for (const char* k : {"anyOf", "oneOf"})
       if (s.contains(k)) {
-        for (const auto& [key, value] : s.items())
-          if (key != k && !kAnnotations.count(key) && validating(key))
-            throw InputError(cat(at(path), ": '", key, "' beside '", k, "' is not supported"));
         const json& branches = s[k];
         if (!branches.is_array() || branches.empty())
           throw InputError(cat(at(path), ": '", k, "' must be a non-empty array"));
         if (std::string(k) == "oneOf") check_exclusive(branches, path);
+        // Keywords beside it apply to every branch: each merged with them.
+        const bool siblings = has_siblings(s, k);
         const int r = g_.declare(k);
-        for (size_t i = 0; i < branches.size(); ++i)
-          g_.add_alternative(r, {Grammar::rule(compile(branches[i], cat(path, "/", k, "/", i), depth + 1))});
+        for (size_t i = 0; i < branches.size(); ++i) {
+          const std::string where = cat(path, "/", k, "/", i);
+          json both = without(s, k);
+          both["allOf"] = json::array({branches[i]});
+          g_.add_alternative(r, {Grammar::rule(compile(siblings ? both : branches[i], where, depth + 1))});
+        }
         return r;
       }
     if (s.contains("const")) return text_.value(s["const"]);
@@ -109,6 +118,21 @@ class SchemaCompiler {
   }
 
  private:
+  // A rule no text matches.
+  int nothing() { return g_.sequence("nothing", {g_.bytes(ByteSet())}); }
+
+  static json without(const json& s, const char* key) {
+    json out = s;
+    out.erase(key);
+    return out;
+  }
+  // Whether s has validation keywords besides `key`.
+  static bool has_siblings(const json& s, const char* key) {
+    for (const auto& [k, value] : s.items())
+      if (k != key && !kAnnotations.count(k) && validating(k)) return true;
+    return false;
+  }
+
   static bool validating(const std::string& key) {
     static const std::set<std::string> kKnown = {
         "type",    "enum",        "const",    "properties", "required",         "additionalProperties",
@@ -156,8 +180,19 @@ class SchemaCompiler {
   const json& pointer(const std::string& ref, const std::string& path) const {
     if (ref.empty() || ref[0] != '#')
       throw InputError(cat(at(path), ": '$ref' ", ref, ": only references inside the document (#...) are supported"));
+    // A URI fragment: %XX escapes decoded before it is read as a JSON pointer.
+    std::string fragment;
+    for (size_t i = 1; i < ref.size(); ++i) {
+      if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
+          std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
+        fragment += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      } else {
+        fragment += ref[i];
+      }
+    }
     try {
-      return ref.size() == 1 ? root_ : root_.at(json::json_pointer(ref.substr(1)));
+      return fragment.empty() ? root_ : root_.at(json::json_pointer(fragment));
     } catch (const nlohmann::json::exception&) {
       throw InputError(cat(at(path), ": '$ref' ", ref, " points at nothing in the document"));
     }
@@ -187,7 +222,10 @@ class SchemaCompiler {
       parts.push_back(
           b.is_object() && b.contains("$ref") && b.size() == 1 ? &pointer(b["$ref"].get<std::string>(), path) : &b);
     for (const json* part : parts) {
-      if (!part->is_object()) throw InputError(cat(at(path), ": 'allOf' branches must be objects to be merged"));
+      if (*part == true) continue;
+      if (!part->is_object()) return json(false);  // nothing can match every branch
+      if (part != &s && part->contains("$ref"))
+        throw InputError(cat(at(path), ": 'allOf' branches with '$ref' beside other keywords are not supported"));
       for (const auto& [key, value] : part->items()) {
         if (part == &s && key == "allOf") continue;
         if (kAnnotations.count(key)) continue;
