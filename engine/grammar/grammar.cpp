@@ -33,8 +33,8 @@ Grammar::Element Grammar::bytes(const ByteSet& set) {
   return {Kind::bytes, static_cast<uint32_t>(it - byte_sets_.begin())};
 }
 
-Grammar::Element Grammar::loop(ByteDfa dfa) {
-  loops_.push_back(std::move(dfa));
+Grammar::Element Grammar::loop(ByteDfa dfa, int min, int max) {
+  loops_.push_back({std::move(dfa), min, max});
   return {Kind::loop, static_cast<uint32_t>(loops_.size() - 1)};
 }
 
@@ -94,6 +94,7 @@ void Grammar::finish(int start) {
       const Element& e = positions_[p];
       if (e.kind == Kind::bytes || e.kind == Kind::token) return false;
       if (e.kind == Kind::rule && !nullable_[e.arg]) return false;
+      if (e.kind == Kind::loop && loops_[e.arg].min > 0) return false;
     }
     return true;
   };
@@ -103,6 +104,27 @@ void Grammar::finish(int start) {
       if (!nullable_[r] && std::any_of(alternatives_[r].begin(), alternatives_[r].end(), alternative_nullable))
         nullable_[r] = 1, changed = true;
   }
+  // Productive rules, to a fixed point: the start must match some text.
+  std::vector<uint8_t> productive(rules(), 0);
+  auto alternative_productive = [&](uint32_t p) {
+    for (; positions_[p].kind != Kind::end; ++p) {
+      const Element& e = positions_[p];
+      if (e.kind == Kind::bytes && byte_sets_[e.arg].none()) return false;
+      if (e.kind == Kind::rule && !productive[e.arg]) return false;
+    }
+    return true;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int r = 0; r < rules(); ++r)
+      if (!productive[r] && std::any_of(alternatives_[r].begin(), alternatives_[r].end(), alternative_productive))
+        productive[r] = 1, changed = true;
+  }
+  if (!productive[start]) throw InputError("grammar: it matches no text at all");
+  // Alternatives that can match no text go: a matcher must never take a
+  // byte toward one (it would have nowhere to go after).
+  for (int r = 0; r < rules(); ++r)
+    std::erase_if(alternatives_[r], [&](uint32_t p) { return !alternative_productive(p); });
   // Left recursion: a rule reachable from itself through rules that start
   // an alternative, or follow only nullable elements there.
   std::vector<std::vector<int>> first(rules());
@@ -111,7 +133,9 @@ void Grammar::finish(int start) {
       for (; positions_[p].kind != Kind::end; ++p) {
         const Element& e = positions_[p];
         if (e.kind == Kind::rule) first[r].push_back(static_cast<int>(e.arg));
-        if (e.kind == Kind::bytes || e.kind == Kind::token || (e.kind == Kind::rule && !nullable_[e.arg])) break;
+        if (e.kind == Kind::bytes || e.kind == Kind::token || (e.kind == Kind::rule && !nullable_[e.arg]) ||
+            (e.kind == Kind::loop && loops_[e.arg].min > 0))
+          break;
       }
   std::vector<uint8_t> mark(rules(), 0);  // 1: on the path, 2: done
   std::function<void(int)> visit = [&](int r) {
@@ -144,7 +168,10 @@ std::string Grammar::text() const {
           case Kind::bytes: out += cat(" ", set_text(byte_sets_[e.arg])); break;
           case Kind::rule: out += cat(" ", names_[e.arg]); break;
           case Kind::token: out += cat(" <", e.arg, ">"); break;
-          case Kind::loop: out += cat(" loop", e.arg, "*"); break;
+          case Kind::loop:
+            out += cat(" loop", e.arg, "{", loops_[e.arg].min, ",", loops_[e.arg].max < 0 ? "" : cat(loops_[e.arg].max),
+                       "}");
+            break;
           case Kind::end: break;
         }
       }

@@ -14,11 +14,14 @@
 //   token  -- one special token (harmony's <|channel|>, <|end|>, ...), which
 //             no byte sequence spells;
 //   loop   -- a greedy repetition of a regular language given as a byte
-//             automaton (Loop): zero or more of its words, leaving only on a
-//             byte the automaton cannot take, at a word's end. JSON strings'
-//             characters and free text are loops; the matcher precomputes
-//             which tokens stay inside one (token_masks.h), so the states
-//             most of a JSON answer is spent in cost a table lookup.
+//             automaton: min to max of its words (a word ends each time the
+//             automaton enters an accepting state), leaving only on a byte
+//             the automaton cannot take, at a word's end -- so what follows
+//             a loop must not start with a byte the loop could take. JSON
+//             strings' characters and free text are loops; the matcher
+//             precomputes which tokens stay inside one (token_index.h), so
+//             the states most of a JSON answer is spent in cost a table
+//             lookup.
 #pragma once
 
 #include <array>
@@ -59,7 +62,8 @@ class Grammar {
   Element byte(uint8_t b) { return bytes(ByteSet().set(b)); }
   static Element rule(int id) { return {Kind::rule, static_cast<uint32_t>(id)}; }
   static Element token(int32_t id) { return {Kind::token, static_cast<uint32_t>(id)}; }
-  Element loop(ByteDfa dfa);
+  // min to max words (max -1: any number).
+  Element loop(ByteDfa dfa, int min = 0, int max = -1);
   // Rules built of others, named from their parts: the literal bytes of
   // text (memoized by text); one alternative; one of the elements; e
   // repeated min to max times (max -1: no limit; a bounded repetition is a
@@ -81,7 +85,11 @@ class Grammar {
   const Position& at(uint32_t pos) const { return positions_[pos]; }
   uint32_t positions() const { return static_cast<uint32_t>(positions_.size()); }
   const ByteSet& byte_set(uint32_t i) const { return byte_sets_[i]; }
-  const ByteDfa& loop_dfa(uint32_t i) const { return loops_[i]; }
+  struct Loop {
+    ByteDfa dfa;
+    int min = 0, max = -1;
+  };
+  const Loop& loop(uint32_t i) const { return loops_[i]; }
   int loops() const { return static_cast<int>(loops_.size()); }
   // Whether a rule can match the empty sequence.
   bool nullable(int rule) const { return nullable_[rule]; }
@@ -93,7 +101,7 @@ class Grammar {
   std::vector<std::vector<uint32_t>> alternatives_;
   std::vector<Position> positions_;
   std::vector<ByteSet> byte_sets_;
-  std::vector<ByteDfa> loops_;
+  std::vector<Loop> loops_;
   std::map<std::string, int> literals_;
   std::vector<uint8_t> nullable_;
   int start_ = -1;

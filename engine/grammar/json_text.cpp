@@ -68,36 +68,78 @@ void same_length(const std::string& a, const std::string& b, std::vector<ByteSet
 
 }  // namespace
 
+namespace {
+
+void go(ByteDfa& d, int from, const ByteSet& set, int to) {
+  for (int b = 0; b < 256; ++b)
+    if (set[b]) d.next[from][b] = static_cast<int16_t>(to);
+}
+
+// The multi-byte UTF-8 characters (well formed: no overlongs, surrogates or
+// code points past U+10FFFF), from state `start` back to it.
+void add_utf8(ByteDfa& d, int start) {
+  auto state = [&] { return d.add_state(false); };
+  const int c1 = state(), c2 = state(), c3 = state(), e0 = state(), ed = state(), f0 = state(), f4 = state();
+  go(d, start, range(0xC2, 0xDF), c1);
+  go(d, start, range(0xE0, 0xE0), e0);
+  go(d, start, range(0xE1, 0xEC) | range(0xEE, 0xEF), c2);
+  go(d, start, range(0xED, 0xED), ed);
+  go(d, start, range(0xF0, 0xF0), f0);
+  go(d, start, range(0xF1, 0xF3), c3);
+  go(d, start, range(0xF4, 0xF4), f4);
+  const ByteSet cont = range(0x80, 0xBF);
+  go(d, c1, cont, start), go(d, c2, cont, c1), go(d, c3, cont, c2);
+  go(d, e0, range(0xA0, 0xBF), c1), go(d, ed, range(0x80, 0x9F), c1);
+  go(d, f0, range(0x90, 0xBF), c2), go(d, f4, range(0x80, 0x8F), c2);
+}
+
+}  // namespace
+
+std::string JsonText::char_text(int c) {
+  if (c == '"') return "\\\"";
+  if (c == '\\') return "\\\\";
+  if (c >= 0x20) return std::string(1, static_cast<char>(c));
+  static const char* const kShort = "\b\t\n\f\r";  // controls with a one-letter escape
+  const char* s = c ? std::strchr(kShort, c) : nullptr;
+  if (s) return std::string("\\") + "btnfr"[s - kShort];
+  return cat("\\u00", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
+}
+
 ByteDfa JsonText::string_dfa() {
   ByteDfa d;
   const int start = d.add_state(true);
-  auto state = [&] { return d.add_state(false); };
-  const int c1 = state(), c2 = state(), c3 = state(), e0 = state(), ed = state(), f0 = state(), f4 = state();
-  const int esc = state(), u1 = state(), u2 = state(), u3 = state(), u4 = state();
-  auto go = [&](int from, ByteSet set, int to) {
-    for (int b = 0; b < 256; ++b)
-      if (set[b]) d.next[from][b] = static_cast<int16_t>(to);
-  };
   ByteSet plain = range(0x20, 0x7F);
   plain.reset('"'), plain.reset('\\');
-  go(start, plain, start);
-  go(start, range('\\', '\\'), esc);
-  go(start, range(0xC2, 0xDF), c1);
-  go(start, range(0xE0, 0xE0), e0);
-  go(start, range(0xE1, 0xEC) | range(0xEE, 0xEF), c2);
-  go(start, range(0xED, 0xED), ed);
-  go(start, range(0xF0, 0xF0), f0);
-  go(start, range(0xF1, 0xF3), c3);
-  go(start, range(0xF4, 0xF4), f4);
-  const ByteSet cont = range(0x80, 0xBF);
-  go(c1, cont, start), go(c2, cont, c1), go(c3, cont, c2);
-  go(e0, range(0xA0, 0xBF), c1), go(ed, range(0x80, 0x9F), c1);
-  go(f0, range(0x90, 0xBF), c2), go(f4, range(0x80, 0x8F), c2);
+  go(d, start, plain, start);
+  add_utf8(d, start);
+  const int esc = d.add_state(false), u1 = d.add_state(false), u2 = d.add_state(false), u3 = d.add_state(false),
+            u4 = d.add_state(false);
+  go(d, start, range('\\', '\\'), esc);
   ByteSet escaped;
   for (char c : std::string("\"\\/bfnrt")) escaped.set(static_cast<uint8_t>(c));
-  go(esc, escaped, start), go(esc, range('u', 'u'), u1);
+  go(d, esc, escaped, start), go(d, esc, range('u', 'u'), u1);
   const ByteSet hex = range('0', '9') | range('a', 'f') | range('A', 'F');
-  go(u1, hex, u2), go(u2, hex, u3), go(u3, hex, u4), go(u4, hex, start);
+  go(d, u1, hex, u2), go(d, u2, hex, u3), go(d, u3, hex, u4), go(d, u4, hex, start);
+  return d;
+}
+
+ByteDfa JsonText::class_dfa(const std::bitset<128>& ascii, bool non_ascii) {
+  ByteDfa d;
+  const int start = d.add_state(true);
+  for (int c = 0; c < 128; ++c) {
+    if (!ascii[c]) continue;
+    // Each character's JSON text as a path from the start back to it (the
+    // escapes share their first bytes).
+    const std::string text = char_text(c);
+    int s = start;
+    for (size_t i = 0; i + 1 < text.size(); ++i) {
+      int16_t& next = d.next[s][static_cast<uint8_t>(text[i])];
+      if (next < 0) next = static_cast<int16_t>(d.add_state(false));
+      s = next;
+    }
+    d.next[s][static_cast<uint8_t>(text.back())] = static_cast<int16_t>(start);
+  }
+  if (non_ascii) add_utf8(d, start);
   return d;
 }
 
@@ -120,24 +162,17 @@ int JsonText::characters(const std::bitset<128>& ascii, bool non_ascii) {
   ByteSet plain;
   for (int c = 0; c < 128; ++c) {
     if (!ascii[c]) continue;
-    if (c >= 0x20 && c != '"' && c != '\\') {
+    const std::string text = char_text(c);
+    if (text.size() == 1)
       plain.set(c);
-      continue;
-    }
-    static const char* const kShort = "\b\t\n\f\r";  // controls with a one-letter escape
-    std::string text = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : "";
-    if (text.empty()) {
-      const char* s = std::strchr(kShort, c);
-      text = s && c ? std::string("\\") + "btnfr"[s - kShort]
-                    : cat("\\u00", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
-    }
-    g_.add_alternative(r, {Grammar::rule(g_.literal(text))});
+    else
+      g_.add_alternative(r, {Grammar::rule(g_.literal(text))});
   }
   if (plain.any()) g_.add_alternative(r, {g_.bytes(plain)});
   if (non_ascii) {
     if (!non_ascii_) {
-      ByteDfa d = string_dfa();
-      for (int b = 0; b < 0x80; ++b) d.next[0][b] = -1;  // multi-byte characters only
+      ByteDfa d;
+      add_utf8(d, d.add_state(true));
       non_ascii_ = word_rule(g_, d, "non_ascii");
     }
     g_.add_alternative(r, {Grammar::rule(*non_ascii_)});
@@ -158,7 +193,7 @@ int JsonText::any_string() {
 int JsonText::string_of_length(int min, int max) {
   if (min == 0 && max < 0) return any_string();
   auto [it, added] = lengths_.try_emplace({min, max}, -1);
-  if (added) it->second = quoted(g_.repeat("char", Grammar::rule(character()), min, max));
+  if (added) it->second = g_.sequence("string", {g_.byte('"'), g_.loop(string_dfa(), min, max), g_.byte('"')});
   return it->second;
 }
 

@@ -59,6 +59,12 @@ class JsonText {
   int any_object() { return any_object(kMaxDepth); }
   // The automaton of string characters' JSON text: state 0 between characters.
   static ByteDfa string_dfa();
+  // The same for the characters of a set (as characters() spells them):
+  // loops over it are what a pattern's repeated classes become.
+  static ByteDfa class_dfa(const std::bitset<128>& ascii, bool non_ascii);
+  // An ASCII character's JSON text: itself, or its escape ('"' as \",
+  // controls as \n or \u001f).
+  static std::string char_text(int c);
 
  private:
   static constexpr int kMaxDepth = 8;

@@ -1,6 +1,8 @@
 #include "engine/grammar/matcher.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 
 namespace tps {
 
@@ -13,6 +15,16 @@ void add_unique(std::vector<int32_t>& set, int32_t id) {
 }
 }  // namespace
 
+std::shared_ptr<const CompiledGrammar> compile_grammar(Grammar g, int start, std::shared_ptr<const TokenIndex> index,
+                                                       std::vector<int32_t> end_tokens) {
+  g.finish(start);
+  for (int l = 0; l < g.loops(); ++l)
+    for (int s = 0; s < g.loop(l).dfa.states(); ++s) index->loop_table(g.loop(l).dfa, s);
+  auto c = std::make_shared<CompiledGrammar>();
+  c->grammar = std::move(g), c->index = std::move(index), c->end_tokens = std::move(end_tokens);
+  return c;
+}
+
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : g_(std::move(grammar)) {
   nodes_.push_back({UINT32_MAX, 0, -1});  // kAccept
   closures_.emplace_back(1, kAccept);
@@ -22,9 +34,8 @@ Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : g_(std::move(
   std::sort(state_.begin(), state_.end());
 }
 
-int32_t Matcher::intern(uint32_t pos, uint16_t state, int32_t parent) {
-  const uint64_t key = (uint64_t{pos} << 40) ^ (uint64_t{state} << 32) ^ static_cast<uint32_t>(parent);
-  auto [it, added] = ids_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
+int32_t Matcher::intern(uint32_t pos, uint32_t state, int32_t parent) {
+  auto [it, added] = ids_.try_emplace(Node{pos, state, parent}, static_cast<int32_t>(nodes_.size()));
   if (added) {
     nodes_.push_back({pos, state, parent});
     closures_.emplace_back();
@@ -51,12 +62,20 @@ const std::vector<int32_t>& Matcher::closure(int32_t node) {
     switch (p.kind) {
       case Grammar::Kind::bytes:
       case Grammar::Kind::token: add_unique(out, n); break;
-      case Grammar::Kind::loop:
+      case Grammar::Kind::loop: {
         add_unique(out, n);
-        if (g.loop_dfa(p.arg).accepting[at.state]) todo.push_back(intern(at.pos + 1, 0, at.parent));
+        const Grammar::Loop& loop = g.loop(p.arg);
+        const uint32_t states = loop.dfa.states();
+        if (loop.dfa.accepting[at.state % states] && static_cast<int>(at.state / states) >= loop.min)
+          todo.push_back(intern(at.pos + 1, 0, at.parent));
         break;
+      }
       case Grammar::Kind::rule: {
-        const int32_t after = intern(at.pos + 1, 0, at.parent);
+        // A call that ends its alternative returns straight to the caller's
+        // caller: a right-recursive repetition keeps a stack of one frame,
+        // and its state repeats.
+        const int32_t after =
+            g.at(at.pos + 1).kind == Grammar::Kind::end ? at.parent : intern(at.pos + 1, 0, at.parent);
         for (uint32_t alt : g.alternatives(static_cast<int>(p.arg))) todo.push_back(intern(alt, 0, after));
         break;
       }
@@ -80,27 +99,61 @@ void Matcher::advance(const std::vector<int32_t>& set, uint8_t byte, std::vector
     if (p.kind == Grammar::Kind::bytes) {
       if (g.byte_set(p.arg)[byte]) next = intern(at.pos + 1, 0, at.parent);
     } else if (p.kind == Grammar::Kind::loop) {
-      const int s = g.loop_dfa(p.arg).next[at.state][byte];
-      if (s >= 0) next = intern(at.pos, static_cast<uint16_t>(s), at.parent);
+      // The next automaton state, a word more if it accepts; past max
+      // words, or with no room for the word a byte starts, nothing.
+      const Grammar::Loop& loop = g.loop(p.arg);
+      const uint32_t states = loop.dfa.states();
+      const int s = loop.dfa.next[at.state % states][byte];
+      if (s >= 0) {
+        // Without a maximum, words past the minimum are not counted: the
+        // state of a long string then repeats, and so does its mask.
+        uint32_t words = at.state / states + loop.dfa.accepting[s];
+        if (loop.max < 0) words = std::min(words, static_cast<uint32_t>(loop.min));
+        const uint32_t needs = words + (loop.dfa.accepting[s] ? 0 : 1);
+        if (loop.max < 0 || needs <= static_cast<uint32_t>(loop.max))
+          next = intern(at.pos, words * states + static_cast<uint32_t>(s), at.parent);
+      }
     }
     if (next < 0) continue;
     for (int32_t m : closure(next)) add_unique(out, m);
   }
+  std::sort(out.begin(), out.end());
 }
 
-void Matcher::walk(const ByteTrie& trie, const std::vector<int32_t>& start, TokenSet& out) {
+int32_t Matcher::set_id(const std::vector<int32_t>& set) {
+  if (set.empty()) return -1;
+  auto [it, added] = set_ids_.try_emplace(set, static_cast<int32_t>(sets_.size()));
+  if (added) sets_.push_back(set);
+  return it->second;
+}
+
+int32_t Matcher::next_set(int32_t set, uint8_t byte) {
+  const uint64_t key = static_cast<uint64_t>(set) << 8 | byte;
+  auto it = next_sets_.find(key);
+  if (it != next_sets_.end()) return it->second;
+  std::vector<int32_t> out;
+  advance(sets_[set], byte, out);
+  const int32_t id = set_id(out);
+  next_sets_.emplace(key, id);
+  return id;
+}
+
+template <typename Take>
+void Matcher::walk(const ByteTrie& trie, const std::vector<int32_t>& start, Take take) {
   const std::vector<ByteTrie::Node>& nodes = trie.nodes;
-  if (sets_.empty()) sets_.resize(1);
-  sets_[0] = start;
+  std::vector<int32_t> sorted = start;
+  std::sort(sorted.begin(), sorted.end());
+  walk_sets_.assign(1, set_id(sorted));
+  if (walk_sets_[0] < 0) return;
   for (uint32_t i = 1; i < nodes.size();) {
     const ByteTrie::Node& n = nodes[i];
-    if (sets_.size() <= n.depth) sets_.resize(n.depth + 1);
-    advance(sets_[n.depth - 1], n.byte, sets_[n.depth]);
-    if (sets_[n.depth].empty()) {
+    if (walk_sets_.size() <= n.depth) walk_sets_.resize(n.depth + 1);
+    walk_sets_[n.depth] = next_set(walk_sets_[n.depth - 1], n.byte);
+    if (walk_sets_[n.depth] < 0) {
       i = n.end;
       continue;
     }
-    for (uint32_t k = n.ids; k < n.ids_end; ++k) out.set(trie.ids_of[k]);
+    for (uint32_t k = n.ids; k < n.ids_end; ++k) take(trie.ids_of[k]);
     ++i;
   }
 }
@@ -121,16 +174,30 @@ void Matcher::compute_mask(TokenSet& out) {
     } else if (p.kind == Grammar::Kind::bytes) {
       plain.push_back(n);
     } else if (p.kind == Grammar::Kind::loop) {
-      // Tokens inside the loop, and those that leave it after some of
-      // their bytes; leaving at a token's first byte is the closure's
-      // business (the exit's positions are in the state already).
-      const ByteDfa& dfa = g.loop_dfa(p.arg);
-      const TokenIndex::LoopTable& table = index.loop_table(dfa, at.state);
-      out |= table.inside;
-      walk(table.exits, closure(intern(at.pos + 1, 0, at.parent)), out);
+      // Tokens inside the loop that leave room for the words they need,
+      // and those that leave it after some of their bytes with the words
+      // ended within min..max; leaving at a token's first byte is the
+      // closure's business (the exit's positions are in the state already).
+      const Grammar::Loop& loop = g.loop(p.arg);
+      const uint32_t states = loop.dfa.states();
+      const int words = static_cast<int>(at.state / states);
+      const TokenIndex::LoopTable& table = index.loop_table(loop.dfa, static_cast<int>(at.state % states));
+      const int room = loop.max < 0 ? INT32_MAX : loop.max - words;
+      if (room >= TokenIndex::kWithin) {
+        out |= loop.max < 0 ? table.inside : table.inside_within[TokenIndex::kWithin];
+        if (loop.max >= 0)
+          for (const auto& [id, needs] : table.inside_long)
+            if (needs <= room) out.set(id);
+      } else {
+        out |= table.inside_within[room];
+      }
+      walk(table.exits, closure(intern(at.pos + 1, 0, at.parent)), [&](int32_t k) {
+        const auto& [id, ended] = table.exit_tokens[k];
+        if (words + ended >= loop.min && (loop.max < 0 || words + ended <= loop.max)) out.set(id);
+      });
     }
   }
-  if (!plain.empty()) walk(index.trie(), plain, out);
+  if (!plain.empty()) walk(index.trie(), plain, [&](int32_t id) { out.set(id); });
 }
 
 const TokenSet& Matcher::allowed() {
@@ -184,7 +251,7 @@ bool Matcher::accept(int32_t token) {
   std::vector<int32_t> next;
   if (!step(token, next)) return false;
   state_ = std::move(next);
-  if (nodes_.size() > kNodesBeforeCollecting) collect_garbage();
+  if (nodes_.size() > kNodesBeforeCollecting || next_sets_.size() > 4 * kNodesBeforeCollecting) collect_garbage();
   return true;
 }
 
@@ -195,6 +262,7 @@ bool Matcher::complete() const { return std::binary_search(state_.begin(), state
 void Matcher::collect_garbage() {
   std::vector<Node> old = std::move(nodes_);
   nodes_.clear(), ids_.clear(), closures_.clear(), closed_.clear(), masks_.clear();
+  sets_.clear(), set_ids_.clear(), next_sets_.clear();
   nodes_.push_back(old[kAccept]);
   closures_.emplace_back(1, kAccept);
   closed_.push_back(1);

@@ -1,5 +1,6 @@
 #include "engine/grammar/pattern.h"
 
+#include <algorithm>
 #include <bitset>
 #include <cctype>
 #include <vector>
@@ -28,31 +29,37 @@ struct CharSet {
   bool non_ascii = false;
   CharSet negated() const { return {~ascii, !non_ascii}; }
 };
+const CharSet kAnyButNewline{ascii_range(0, 127) & ~ascii_range('\n', '\n') & ~ascii_range('\r', '\r'), true};
+
+// A parsed pattern.
+struct Node {
+  enum class Kind { chars, literal, sequence, choice, repeat } kind;
+  explicit Node(Kind k) : kind(k) {}
+  CharSet set;              // chars
+  std::string bytes;        // literal: a non-ASCII character's UTF-8
+  std::vector<Node> parts;  // sequence, choice; repeat: its one part
+  int min = 0, max = 0;     // repeat (max -1: any)
+};
 
 class PatternParser {
  public:
-  PatternParser(Grammar& g, JsonText& text, const std::string& p, const std::string& where)
-      : g_(g), text_(text), p_(p), where_(where) {}
+  PatternParser(const std::string& p, const std::string& where) : p_(p), where_(where) {}
 
-  int parse() {
-    const bool anchored_start = peek() == '^';
-    if (anchored_start) ++at_;
-    const int body = alternation();
-    bool anchored_end = false;
+  // The pattern, and whether it is anchored at each end.
+  Node parse(bool& anchored_start, bool& anchored_end) {
+    anchored_start = eat('^');
+    Node body = alternation();
+    anchored_end = false;
     if (at_ < p_.size() && p_[at_] == '$' && at_ + 1 == p_.size()) anchored_end = true, ++at_;
     if (at_ != p_.size()) fail(cat("unexpected '", p_[at_], "' at ", at_));
-    std::vector<Element> e;
-    const Element anything = Grammar::rule(g_.repeat("any", Grammar::rule(text_.character()), 0, -1));
-    if (!anchored_start) e.push_back(anything);
-    e.push_back(Grammar::rule(body));
-    if (!anchored_end) e.push_back(anything);
-    return g_.sequence("pattern", e);
+    return body;
   }
 
- private:
   [[noreturn]] void fail(const std::string& what) const {
     throw InputError(cat(where_, ": pattern '", p_, "': ", what));
   }
+
+ private:
   int peek() const { return at_ < p_.size() ? static_cast<unsigned char>(p_[at_]) : -1; }
   bool eat(char c) {
     if (peek() != static_cast<unsigned char>(c)) return false;
@@ -60,19 +67,18 @@ class PatternParser {
     return true;
   }
 
-  int alternation() {
-    std::vector<std::vector<Element>> alternatives{sequence()};
-    while (eat('|')) alternatives.push_back(sequence());
-    const int r = g_.declare("alternatives");
-    for (const auto& a : alternatives) g_.add_alternative(r, a);
-    return r;
+  Node alternation() {
+    Node choice(Node::Kind::choice);
+    choice.parts.push_back(sequence());
+    while (eat('|')) choice.parts.push_back(sequence());
+    return choice.parts.size() == 1 ? std::move(choice.parts[0]) : choice;
   }
 
-  std::vector<Element> sequence() {
-    std::vector<Element> e;
+  Node sequence() {
+    Node seq(Node::Kind::sequence);
     while (at_ < p_.size() && peek() != '|' && peek() != ')' && !(peek() == '$' && at_ + 1 == p_.size()))
-      e.push_back(quantified(atom()));
-    return e;
+      seq.parts.push_back(quantified(atom()));
+    return seq;
   }
 
   int number() {
@@ -85,7 +91,7 @@ class PatternParser {
     return n;
   }
 
-  Element quantified(Element e) {
+  Node quantified(Node e) {
     int min = 1, max = 1;
     if (eat('*')) {
       min = 0, max = -1;
@@ -103,10 +109,17 @@ class PatternParser {
       return e;
     }
     eat('?');  // lazy: the same language
-    return Grammar::rule(g_.repeat("repeat", e, min, max));
+    Node r(Node::Kind::repeat);
+    r.parts.push_back(std::move(e));
+    r.min = min, r.max = max;
+    return r;
   }
 
-  Element chars(const CharSet& s) { return Grammar::rule(text_.characters(s.ascii, s.non_ascii)); }
+  static Node chars(const CharSet& s) {
+    Node n(Node::Kind::chars);
+    n.set = s;
+    return n;
+  }
 
   // One character escaped after a backslash, as a set.
   CharSet escape(bool in_class) {
@@ -184,45 +197,143 @@ class PatternParser {
     return negate ? s.negated() : s;
   }
 
-  Element atom() {
+  Node atom() {
     const int c = peek();
     if (eat('(')) {
-      if (eat('?')) {
-        if (!eat(':')) fail("lookaround and named groups are not supported");
-      }
-      const int inner = alternation();
+      if (eat('?') && !eat(':')) fail("lookaround and named groups are not supported");
+      Node inner = alternation();
       if (!eat(')')) fail("an unclosed group");
-      return Grammar::rule(inner);
+      return inner;
     }
     if (eat('[')) return chars(bracket());
-    if (eat('.'))
-      return chars(CharSet{ascii_range(0, 127) & ~ascii_range('\n', '\n') & ~ascii_range('\r', '\r'), true});
+    if (eat('.')) return chars(kAnyButNewline);
     if (eat('\\')) return chars(escape(false));
     if (c == '^' || c == '$') fail(cat("'", static_cast<char>(c), "' is supported only at the start or the end"));
     if (c == '*' || c == '+' || c == '?' || c == '{' || c == ')')
       fail(cat("'", static_cast<char>(c), "' at ", at_, " has nothing to repeat"));
-    // A literal character: its UTF-8 bytes as they are (a non-ASCII one
-    // needs no escape in JSON text).
     if (c < 0x80) {
       ++at_;
       return chars(CharSet{ascii_range(c, c)});
     }
+    // A literal non-ASCII character: its UTF-8 bytes as they are (JSON
+    // text needs no escape for it).
     const size_t start = at_++;
     while (at_ < p_.size() && (static_cast<unsigned char>(p_[at_]) & 0xC0) == 0x80) ++at_;
-    return Grammar::rule(g_.literal(p_.substr(start, at_ - start)));
+    Node n(Node::Kind::literal);
+    n.bytes = p_.substr(start, at_ - start);
+    return n;
   }
 
-  Grammar& g_;
-  JsonText& text_;
   const std::string& p_;
   const std::string& where_;
   size_t at_ = 0;
 };
 
+// Emits a parsed pattern as rules. A repeated character class becomes a
+// loop (grammar.h) -- a table lookup per token instead of a walk of every
+// token made of its characters -- when nothing that may follow it starts
+// with a byte its characters' text starts with (a loop leaves only on a
+// byte it cannot take); otherwise a rule repetition.
+class Emitter {
+ public:
+  Emitter(Grammar& g, JsonText& text) : g_(g), text_(text) {}
+
+  // First bytes of a node's JSON text, and whether it can be empty.
+  static ByteSet first(const CharSet& s) {
+    ByteSet out;
+    for (int c = 0; c < 128; ++c)
+      if (s.ascii[c]) out.set(static_cast<uint8_t>(JsonText::char_text(c)[0]));
+    if (s.non_ascii)
+      for (int b = 0xC2; b <= 0xF4; ++b) out.set(b);
+    return out;
+  }
+  static ByteSet first(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::chars: return first(n.set);
+      case Node::Kind::literal: return ByteSet().set(static_cast<uint8_t>(n.bytes[0]));
+      case Node::Kind::choice: {
+        ByteSet out;
+        for (const Node& p : n.parts) out |= first(p);
+        return out;
+      }
+      case Node::Kind::sequence: {
+        ByteSet out;
+        for (const Node& p : n.parts) {
+          out |= first(p);
+          if (!nullable(p)) break;
+        }
+        return out;
+      }
+      case Node::Kind::repeat: return first(n.parts[0]);
+    }
+    return {};
+  }
+  static bool nullable(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::chars:
+      case Node::Kind::literal: return false;
+      case Node::Kind::choice:
+        return std::any_of(n.parts.begin(), n.parts.end(), [](const Node& p) { return nullable(p); });
+      case Node::Kind::sequence:
+        return std::all_of(n.parts.begin(), n.parts.end(), [](const Node& p) { return nullable(p); });
+      case Node::Kind::repeat: return n.min == 0 || nullable(n.parts[0]);
+    }
+    return false;
+  }
+
+  // The node as an element, given the first bytes of what may follow it.
+  Element emit(const Node& n, const ByteSet& follow) {
+    switch (n.kind) {
+      case Node::Kind::chars: return Grammar::rule(text_.characters(n.set.ascii, n.set.non_ascii));
+      case Node::Kind::literal: return Grammar::rule(g_.literal(n.bytes));
+      case Node::Kind::choice: {
+        const int r = g_.declare("alternatives");
+        for (const Node& p : n.parts) g_.add_alternative(r, {emit(p, follow)});
+        return Grammar::rule(r);
+      }
+      case Node::Kind::sequence: {
+        std::vector<Element> out(n.parts.size());
+        ByteSet after = follow;
+        for (size_t i = n.parts.size(); i-- > 0;) {
+          out[i] = emit(n.parts[i], after);
+          after = nullable(n.parts[i]) ? after | first(n.parts[i]) : first(n.parts[i]);
+        }
+        return Grammar::rule(g_.sequence("sequence", out));
+      }
+      case Node::Kind::repeat: {
+        const Node& part = n.parts[0];
+        if (part.kind == Node::Kind::chars && (first(part.set) & follow).none())
+          return g_.loop(JsonText::class_dfa(part.set.ascii, part.set.non_ascii), n.min, n.max);
+        return Grammar::rule(g_.repeat("repeat", emit(part, follow | first(part)), n.min, n.max));
+      }
+    }
+    return {};
+  }
+
+ private:
+  Grammar& g_;
+  JsonText& text_;
+};
+
 }  // namespace
 
 int pattern_rule(Grammar& g, JsonText& text, const std::string& pattern, const std::string& where) {
-  return PatternParser(g, text, pattern, where).parse();
+  bool anchored_start = false, anchored_end = false;
+  Node body = PatternParser(pattern, where).parse(anchored_start, anchored_end);
+  // Without an anchor, characters of any kind may come before or after the
+  // match: the body between two "anything" repetitions. The string's
+  // closing quote follows it all.
+  Node any(Node::Kind::repeat);
+  Node every(Node::Kind::chars);
+  every.set = CharSet{ascii_range(0, 127), true};
+  any.parts.push_back(every);
+  any.min = 0, any.max = -1;
+  Node whole(Node::Kind::sequence);
+  if (!anchored_start) whole.parts.push_back(any);
+  whole.parts.push_back(std::move(body));
+  if (!anchored_end) whole.parts.push_back(any);
+  Emitter emitter(g, text);
+  return g.sequence("pattern", {emitter.emit(whole, ByteSet().set('"'))});
 }
 
 int format_rule(Grammar& g, JsonText& text, const std::string& format, const std::string& where) {

@@ -74,22 +74,32 @@ const TokenIndex::LoopTable& TokenIndex::loop_table(const ByteDfa& dfa, int stat
   auto& slot = loops_[{key, state}];
   if (slot) return *slot;
   slot = std::make_unique<LoopTable>();
-  slot->inside = TokenSet(vocab_);
+  LoopTable& t = *slot;
+  t.inside = TokenSet(vocab_);
+  t.inside_within.assign(kWithin + 1, TokenSet(vocab_));
   std::vector<std::pair<std::string, int32_t>> exits;
   for (const auto& [bytes, id] : ordinary_) {
-    int s = state;
+    int s = state, words = 0;
     size_t i = 0;
     for (; i < bytes->size(); ++i) {
       const int next = dfa.next[s][static_cast<uint8_t>((*bytes)[i])];
       if (next < 0) break;
-      s = next;
+      s = next, words += dfa.accepting[s];
     }
-    if (i == bytes->size())
-      slot->inside.set(id);
-    else if (dfa.accepting[s])
-      exits.emplace_back(bytes->substr(i), id);
+    if (i == bytes->size()) {
+      t.inside.set(id);
+      const int needs = words + (dfa.accepting[s] ? 0 : 1);
+      if (needs > kWithin)
+        t.inside_long.emplace_back(id, needs);
+      else
+        t.inside_within[needs].set(id);
+    } else if (dfa.accepting[s] && i > 0) {  // leaving at the first byte: the matcher's closure has it
+      exits.emplace_back(bytes->substr(i), static_cast<int32_t>(t.exit_tokens.size()));
+      t.exit_tokens.emplace_back(id, words);
+    }
   }
-  slot->exits = ByteTrie::build(std::move(exits));
+  for (int k = 1; k <= kWithin; ++k) t.inside_within[k] |= t.inside_within[k - 1];
+  t.exits = ByteTrie::build(std::move(exits));
   return *slot;
 }
 

@@ -59,13 +59,21 @@ class TokenIndex {
   const std::string& token_bytes(int32_t id) const { return tok_.token_bytes(id); }
 
   // Of the tokens with bytes, starting the loop's automaton in `state`:
-  // inside, those whose bytes it takes all of (into any live state); exits,
-  // the rest of each token (from its first byte the automaton cannot take,
-  // while it is at a word's end) as a trie -- tokens whose bytes kill it
-  // mid-word are in neither.
+  // inside, those whose bytes it takes all of (into any live state), and
+  // by the words each needs (those it ends, and one more if it stops inside
+  // a word); exits, the rest of each token (from its first byte the
+  // automaton cannot take, while it is at a word's end) as a trie whose ids
+  // index exit_tokens, with the words ended before it leaves (after one
+  // byte at least: leaving before any is what follows the loop, which the
+  // matcher walks itself). Tokens whose bytes kill the automaton mid-word
+  // are in neither.
+  static constexpr int kWithin = 32;
   struct LoopTable {
     TokenSet inside;
+    std::vector<TokenSet> inside_within;                   // [k <= kWithin]: needing at most k words
+    std::vector<std::pair<int32_t, int32_t>> inside_long;  // (token, words) needing more than kWithin
     ByteTrie exits;
+    std::vector<std::pair<int32_t, int32_t>> exit_tokens;  // (token, words before it leaves)
   };
   const LoopTable& loop_table(const ByteDfa& dfa, int state) const;
 
