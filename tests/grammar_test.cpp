@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "engine/grammar/harmony_turn.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/json_text.h"
 #include "engine/grammar/matcher.h"
@@ -230,6 +231,59 @@ TEST(JsonSchema, WhatItCannotHonourIsRefusedByKeywordAndPath) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << text << ": " << e.what();
     }
   }
+}
+
+// Texts with harmony's special tokens written out, as the model would emit them.
+bool turn_matches(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  Matcher m(g);
+  for (int32_t id : testing::test_tokenizer().encode(text, /*parse_special=*/true))
+    if (!m.accept(id)) return false;
+  return m.complete();
+}
+
+TEST(HarmonyTurn, HoldsChannelsAndAnswersToWhatTheRequestAllows) {
+  const Tokenizer& tok = testing::test_tokenizer();
+  const std::string think = "<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant";
+  const std::string json_final = "<|channel|>final<|message|>{\"a\": 1}<|return|>";
+  const std::string call =
+      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+      "\"Oslo\"}<|call|>";
+  auto turn = [&](bool final_answer, bool with_tool, bool schema) {
+    Grammar g;
+    HarmonyTurn t;
+    t.final_answer = final_answer;
+    if (schema)
+      t.final_content = add_json_schema(g, json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},
+                                                           "required":["a"]})"));
+    if (with_tool)
+      t.tools.push_back({"get_weather", add_json_schema(g, json::parse(R"({"type":"object","properties":{"city":
+                                                                           {"type":"string"}},"required":["city"]})"))});
+    const int start = add_harmony_turn(g, tok, t);
+    return compiled(std::move(g), start);
+  };
+  auto structured = turn(true, false, true);
+  EXPECT_TRUE(turn_matches(structured, think + json_final));
+  EXPECT_TRUE(turn_matches(structured, json_final));
+  EXPECT_FALSE(turn_matches(structured, "<|channel|>final<|message|>{\"a\": \"x\"}<|return|>"));
+  EXPECT_FALSE(turn_matches(structured, call));
+  auto required = turn(false, true, false);
+  EXPECT_TRUE(turn_matches(required, think + call));
+  EXPECT_FALSE(turn_matches(required, json_final));
+  EXPECT_FALSE(turn_matches(required,
+                            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                            "{\"town\": \"Oslo\"}<|call|>"));
+  auto free = turn(true, true, false);
+  EXPECT_TRUE(turn_matches(free, "<|channel|>final<|message|>Any text at all.<|return|>"));
+  EXPECT_TRUE(turn_matches(free, call));
+  // The turn opens with a channel, and the analysis ends only with <|end|>.
+  Matcher m(structured);
+  const TokenSet& first = m.allowed();
+  EXPECT_EQ(first.count(), 1);
+  EXPECT_TRUE(first.test(tok.special_id("<|channel|>").value()));
+  for (int32_t id : tok.encode("<|channel|>analysis<|message|>Hmm", true)) ASSERT_TRUE(m.accept(id));
+  EXPECT_TRUE(m.allowed().test(tok.special_id("<|end|>").value()));
+  EXPECT_FALSE(m.allowed().test(tok.special_id("<|return|>").value()));
+  expect_mask_is_exact(m, "in the analysis");
 }
 
 TEST(JsonSchema, SpecialTokensAndEndTokensComeOnlyWhereTheGrammarSaysSo) {
