@@ -92,7 +92,7 @@ int run(const Options& o) {
   apply_overrides(o, spec.config);
   if (!o.types.empty()) set_synthetic_types(spec, o.types);
   if (!o.split_max_size.empty()) {
-    const std::optional<SizeText> size = parse_size(o.split_max_size);
+    const std::optional<SizeText> size = parse_size(o.split_max_size, "--split-max-size");
     if (!size || !size->has_unit)
       throw InputError(cat("--split-max-size '", o.split_max_size, "': expected a size with its unit (2G, 500M)"));
     spec.split_max_bytes = size->value;
