@@ -251,6 +251,7 @@ int main(int argc, char** argv) {
   tps::add_version_flag(app, runtime_versions);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   run.seed_given = seed->count() > 0;
+  run.ctx_given = ctx->count() > 0;
   if (serve->parsed() && parallel->count() == 0) run.parallel = 4;
   ppl.window_given = ctx->count() > 0;
   if (ppl.window_given) ppl.window = run.ctx;

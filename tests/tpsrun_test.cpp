@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_paths.h"
@@ -117,6 +118,38 @@ TEST(Tpsrun, TopKPastTheVocabularyIsTheVocabulary) {
   ASSERT_EQ(vocab.exit_code, 0) << vocab.err;
   EXPECT_EQ(nlohmann::json::parse(huge.out)["generated_ids"], nlohmann::json::parse(vocab.out)["generated_ids"]);
   EXPECT_LT(seconds, 20) << "4 tokens of the tiny model";
+}
+
+// A file of n token ids of the vocabulary, in the temporary directory.
+std::string ids_file(const std::string& name, int n) {
+  const std::string path = ::testing::TempDir() + "tps-" + std::to_string(getpid()) + "-" + name;
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) out << (i * 7919) % 200000 << ' ';
+  return path;
+}
+
+TEST(Tpsrun, ScoreHonoursCtx) {
+  const std::string ids = ids_file("score-40.txt", 40);
+  auto refused = run_tool(tpsrun("-q score --ids " + ids + " --ctx 16"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("tpsrun: --ctx 16: " + ids + " has 40 tokens, more than the context"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  auto fits = run_tool(tpsrun("score --json --ids " + ids + " --ctx 40"));
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(nlohmann::json::parse(fits.out)["positions"].size(), 39u);
+  std::remove(ids.c_str());
+}
+
+TEST(Tpsrun, ScoreKeepsOnlyAStepOfLogits) {
+  // 600 positions of the tiny model's 201,088 logits are 482 MB: every
+  // position's at once (as score kept them) does not fit 700 MB of address
+  // space; a step's (64 positions: 51 MB) does.
+  const std::string ids = ids_file("score-600.txt", 600);
+  auto r = run_tool("sh -c 'ulimit -v 700000; exec " + tpsrun("score --json --batch 64 --ids " + ids) + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["positions"].size(), 599u);
+  std::remove(ids.c_str());
 }
 
 TEST(Tpsrun, ScoreNeedsIds) {
