@@ -95,21 +95,48 @@ void MpiSession::end_job(const std::string& message, int exit_code) const {
     MPI_Finalize();
     std::_Exit(exit_code);
   }
-  // Did every rank fail? Each failing rank joins this reduction on a
-  // communicator of its own; it completes only when all have.
-  int one = 1, failed = 0;
-  MPI_Request request;
-  MPI_Iallreduce(&one, &failed, 1, MPI_INT, MPI_SUM, failure_comm_, &request);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kAgreeSeconds);
-  int done = 0;
-  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (done) {
+  // Every other rank hears of it: those that fail too say so the same way,
+  // and a healthy one never answers (it waits for this rank elsewhere).
+  constexpr int kNotice = 1;
+  std::vector<MPI_Request> sent;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_)
+      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_CHAR, r, kNotice, failure_comm_,
+                &sent.emplace_back());
+  std::vector<bool> failed(size_, false);
+  failed[rank_] = true;
+  int count = 1;
+  using Clock = std::chrono::steady_clock;
+  const auto give_up = Clock::now() + std::chrono::duration<double>(kAgreeSeconds);
+  auto quiet = Clock::now() + std::chrono::duration<double>(kQuietSeconds);
+  while (count < size_ && Clock::now() < quiet && Clock::now() < give_up) {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kNotice, failure_comm_, &arrived, &status);
+    if (!arrived) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_CHAR, &bytes);
+    std::string theirs(static_cast<size_t>(bytes), '\0');
+    MPI_Recv(theirs.data(), bytes, MPI_CHAR, status.MPI_SOURCE, kNotice, failure_comm_, MPI_STATUS_IGNORE);
+    if (!failed[status.MPI_SOURCE]) failed[status.MPI_SOURCE] = true, ++count;
+    quiet = Clock::now() + std::chrono::duration<double>(kQuietSeconds);  // more may be on their way
+  }
+  if (count == size_) {  // every rank failed: all heard every notice, so every send was received
+    MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
     if (rank_ == 0) print_line(cat(log_tool(), ": ", message, "\n"));
     MPI_Finalize();
     std::_Exit(exit_code);
   }
+  // Not every rank: the lowest failing one that this rank heard of speaks
+  // and ends the job; a higher one leaves it the time to.
+  for (int r = 0; r < rank_; ++r)
+    if (failed[r]) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(kAgreeSeconds));
+      break;
+    }
   print_line(cat(log_tool(), ": rank ", rank_, " on ", host_, ": ", message, "\n"));
   MPI_Abort(MPI_COMM_WORLD, exit_code);  // does not return
   std::_Exit(exit_code);
