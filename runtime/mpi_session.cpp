@@ -1,10 +1,16 @@
 #include "runtime/mpi_session.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <new>
+#include <sstream>
 #include <thread>
 
 #include "runtime/error.h"
@@ -12,9 +18,69 @@
 
 namespace tps {
 
+namespace {
+
+// Open MPI's shared-memory transport (btl/vader; btl/sm from Open MPI 5)
+// keeps each rank's segment as a named file (/dev/shm/vader_segment.HOST.
+// JOB.RANK) that only a clean exit, or mpirun's cleanup after the ranks are
+// gone, removes: a job killed together with mpirun (SIGKILL, mpirun
+// interrupted twice during a long prefill, which gives up its cleanup) left
+// them in /dev/shm. Once every pair of ranks on the host has exchanged a
+// message, every rank maps every segment it will use (nothing attaches
+// later), so the names can go: the memory stays while a rank maps it and
+// returns to the system when the last one exits, however it ends. (Open MPI
+// unlinks a shared window's segment the same way, right after its ranks
+// attach.) Open MPI unlinks a rank's own segment in MPI_Finalize and
+// complains when it is gone, so a rank puts an empty file back under its
+// own name just before.
+bool is_transport_segment(const std::string& path) {
+  const std::string name = path.substr(path.rfind('/') + 1);
+  return name.starts_with("vader_segment.") || name.starts_with("sm_segment.");
+}
+
+// The transport segments this process maps, by path, not yet unlinked.
+std::vector<std::string> mapped_segments() {
+  std::vector<std::string> paths;
+  // Lines "address perms offset dev inode path"; shared mappings only.
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream fields(line);
+    std::string address, perms, offset, dev, inode, path;
+    fields >> address >> perms >> offset >> dev >> inode;
+    std::getline(fields >> std::ws, path);
+    if (perms.size() == 4 && perms[3] == 's' && !path.ends_with(" (deleted)") && is_transport_segment(path) &&
+        std::find(paths.begin(), paths.end(), path) == paths.end())
+      paths.push_back(path);
+  }
+  return paths;
+}
+
+void unlink_transport_segments(MPI_Comm node) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_size(node, &size);
+  if (size == 1) return;  // no local peer: no segment
+  std::vector<MPI_Request> requests;
+  std::vector<char> from(size);
+  const char hello = 1;
+  for (int r = 0; r < size; ++r)
+    if (r != rank) {
+      MPI_Isend(&hello, 1, MPI_CHAR, r, 0, node, &requests.emplace_back());
+      MPI_Irecv(&from[r], 1, MPI_CHAR, r, 0, node, &requests.emplace_back());
+    }
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  MPI_Barrier(node);  // every rank has attached every segment
+  for (const std::string& path : mapped_segments())
+    unlink(path.c_str());  // the first rank to get there wins; the others find it gone
+}
+
+}  // namespace
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // Before any message: the one segment mapped is this rank's own.
+  own_segments_ = mapped_segments();
   // Errors in MPI calls end the job (the default, made explicit): a failed
   // collective on one rank must not leave the others waiting.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
@@ -30,6 +96,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_);
   MPI_Comm_rank(node_comm_, &local_rank_);
   MPI_Comm_size(node_comm_, &local_size_);
+  unlink_transport_segments(node_comm_);
   // Hosts = number of node-local rank-0s.
   int is_leader = local_rank_ == 0 ? 1 : 0;
   MPI_Allreduce(&is_leader, &host_count_, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -38,6 +105,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 MpiSession::~MpiSession() {
   if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
   if (failure_comm_ != MPI_COMM_NULL) MPI_Comm_free(&failure_comm_);
+  finalize();
+}
+
+void MpiSession::finalize() const {
+  for (const std::string& path : own_segments_) {  // for MPI_Finalize to unlink (see above)
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
+  }
   MPI_Finalize();
 }
 
@@ -92,7 +167,7 @@ void print_line(const std::string& line) {
 void MpiSession::end_job(const std::string& message, int exit_code) const {
   if (size_ == 1) {
     print_line(cat(log_tool(), ": ", message, "\n"));
-    MPI_Finalize();
+    finalize();
     std::_Exit(exit_code);
   }
   // Every other rank hears of it: those that fail too say so the same way,
@@ -127,7 +202,7 @@ void MpiSession::end_job(const std::string& message, int exit_code) const {
   if (count == size_) {  // every rank failed: all heard every notice, so every send was received
     MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
     if (rank_ == 0) print_line(cat(log_tool(), ": ", message, "\n"));
-    MPI_Finalize();
+    finalize();
     std::_Exit(exit_code);
   }
   // Not every rank: the lowest failing one that this rank heard of speaks

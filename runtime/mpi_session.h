@@ -57,7 +57,9 @@ class MpiSession {
   static constexpr double kQuietSeconds = 0.25, kAgreeSeconds = 2.0;
 
  private:
+  void finalize() const;  // MPI_Finalize, with this rank's segment name back for it
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, host_count_ = 1;
+  std::vector<std::string> own_segments_;  // Open MPI's shared-memory files this rank made (mpi_session.cpp)
   std::string host_;
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   MPI_Comm failure_comm_ = MPI_COMM_NULL;  // a world of its own, for end_job's notices
