@@ -40,7 +40,7 @@ class Chat {
     if (answering_) finish_answer();
     for (;;) {
       std::printf("> ");
-      std::fflush(stdout);
+      flush_stdout();
       std::string line;
       interrupted = false;
       if (!std::getline(std::cin, line)) {
@@ -68,7 +68,7 @@ class Chat {
     const std::string shown = text_.accept(p.id, tok_);
     answer_ += shown;
     std::fwrite(shown.data(), 1, shown.size(), stdout);
-    std::fflush(stdout);
+    flush_stdout();  // lost output ends the chat
     if (interrupted) {
       text_.finish("interrupted");
       return false;

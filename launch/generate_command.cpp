@@ -129,7 +129,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     f.shown += shown;
     if (one && !o.json) {
       std::fwrite(shown.data(), 1, shown.size(), stdout);
-      std::fflush(stdout);
+      flush_stdout();  // lost output ends the run now, not after the last token
     }
     return !f.text.done();
   };

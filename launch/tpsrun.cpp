@@ -1,6 +1,7 @@
 // tpsrun: the tps runner, started once per rank by `mpirun -np N tpsrun ...`
 // (or directly, as one rank). Every rank binds itself to its place in the
 // plan before doing anything else.
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -51,6 +52,9 @@ std::string runtime_versions() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Output to a reader gone is an error said in one line (standard output:
+  // Broken pipe), not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   Options o;
   tps::RunOptions run;
   run.model = kDefaultModel;

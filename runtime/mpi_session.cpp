@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/launcher_stdout.h"
 #include "runtime/log.h"
 
 namespace tps {
@@ -220,6 +221,11 @@ void MpiSession::end_job(const std::string& message, int exit_code) const {
 int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)>& body) {
   MpiSession mpi(&argc, &argv);
   log_set_rank(mpi.rank(), mpi.size());
+  if (mpi.rank() == 0) {  // the rank that prints writes where mpirun would, so that a failed write is its own
+    std::string why;
+    adopt_launcher_stdout(why);
+    log_debug(why);
+  }
   int code = 0;
   std::string message;
   try {

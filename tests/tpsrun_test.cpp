@@ -152,6 +152,36 @@ TEST(Tpsrun, ScoreKeepsOnlyAStepOfLogits) {
   std::remove(ids.c_str());
 }
 
+// Output that cannot be written -- a full disk, a closed standard output,
+// a reader gone -- ends the run non-zero with one line, under mpirun too,
+// where mpirun wrote the output on and lost it with exit 0.
+TEST(Tpsrun, LostOutputIsAnErrorUnderMpirunToo) {
+  const std::string mpirun = std::string(TPS_MPIEXEC) + " -q -np 2 ";
+  const std::string run = tpsrun("-q -p 'Once upon a time' -n 200 --temp 0");
+  for (const std::string& launcher : {std::string(), mpirun})
+    for (const auto& [command, reason] :
+         {std::pair{launcher + run + " > /dev/full", std::string("No space left on device")},
+          std::pair{launcher + run + " >&-", std::string("Bad file descriptor")},
+          std::pair{"bash -c \"set -o pipefail; " + launcher + run + " | head -c1 > /dev/null\"",
+                    std::string("Broken pipe")}}) {
+      auto r = run_tool(command);
+      EXPECT_NE(r.exit_code, 0) << command << ": " << r.err;
+      EXPECT_NE(r.err.find("standard output: " + reason), std::string::npos) << command << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": " << r.err;
+    }
+  // Written where mpirun's own output goes: after what was there (>>).
+  const std::string file = ::testing::TempDir() + "tps-" + std::to_string(getpid()) + "-out.txt";
+  std::ofstream(file) << "before\n";
+  auto r = run_tool(mpirun + tpsrun("-q -p 'Once upon a time' -n 4 --temp 0 --json") + " >> " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(file);
+  std::string first, second;
+  std::getline(in, first), std::getline(in, second);
+  EXPECT_EQ(first, "before");
+  EXPECT_EQ(nlohmann::json::parse(second)["generated_ids"].size(), 4u);
+  std::remove(file.c_str());
+}
+
 TEST(Tpsrun, ScoreNeedsIds) {
   auto r = run_tool(tpsrun("score --ids /no/ids.txt"));
   EXPECT_EQ(r.exit_code, 2);
