@@ -166,6 +166,9 @@ void print_line(const std::string& line) {
 }  // namespace
 
 void MpiSession::end_job(const std::string& message, int exit_code) const {
+  // What was printed goes out first: _Exit and MPI_Abort flush nothing, and
+  // a run stopped by a signal prints its results before it ends non-zero.
+  std::fflush(stdout);
   if (size_ == 1) {
     print_line(cat(log_tool(), ": ", message, "\n"));
     finalize();

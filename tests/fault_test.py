@@ -9,6 +9,7 @@ mpirun with it, during a long prefill leaves no segment either.
 """
 
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -78,6 +79,34 @@ class Signals(unittest.TestCase):
 
     def test_sigint_to_mpirun(self):
         self.stop(signal.SIGINT, 2)
+
+    def stop_json(self, ranks):
+        # --json prints its object once the run stops: whole, though the job
+        # then ends non-zero (nothing buffered may be dropped on the way out).
+        cmd = [ARGS.tpsrun, "-m", ARGS.model, "-p", "hi", "--temp", "0", "--ctx", "131072", "-n", "100000", "--json"]
+        if ranks > 1:
+            cmd = [*shlex.split(ARGS.mpiexec), "-np", str(ranks), *cmd]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for line in p.stderr:  # generation is about to begin
+                if "KV pool:" in line:
+                    break
+            time.sleep(1)
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        where = f"{shlex.join(cmd[:3])} ... after SIGTERM: rc {p.returncode}, stdout {out[-300:]!r}, stderr {err!r}"
+        self.assertNotEqual(p.returncode, 0, where)
+        self.assertEqual(json.loads(out)["stop"], "SIGTERM", where)
+
+    def test_sigterm_json_is_whole_one_rank(self):
+        self.stop_json(1)
+
+    def test_sigterm_json_is_whole_under_mpirun(self):
+        self.stop_json(2)
 
     def test_killed_with_mpirun_leaves_no_segment(self):
         # Open MPI's shared-memory segments go in a directory of this test's
