@@ -112,7 +112,9 @@ class Chat {
     conversation_.messages.push_back({"user", "", "", "", line});
     std::vector<int32_t> prompt =
         render_conversation(conversation_, [this](const std::string& s) { return tok_.encode(s); });
-    SequenceParams params{o_.sampler, o_.max_tokens, 0};
+    SequenceParams params;
+    params.sampler = o_.sampler;
+    params.max_new = o_.max_tokens;
     if (!o_.seed_given) params.sampler.seed = std::random_device{}();
     prompt_ = static_cast<int>(prompt.size());
     try {

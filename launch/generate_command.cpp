@@ -98,8 +98,11 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       Followed f(i, encode_prompt(o, m.tokenizer, prompts[i % prompts.size()]),
                  TextOptions{o.max_tokens, o.chat, o.show_analysis});
       prompt_tokens += static_cast<int>(f.prompt.size());
-      SequenceParams params{sp, o.max_tokens, o.top_logprobs};
+      SequenceParams params;
+      params.sampler = sp;
       params.sampler.seed = sp.seed + static_cast<uint64_t>(i);
+      params.max_new = o.max_tokens;
+      params.top_logprobs = o.top_logprobs;
       const int id = gen.add(f.prompt, params);
       seqs.emplace(id, std::move(f));
     }
