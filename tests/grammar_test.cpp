@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "engine/grammar/gbnf.h"
 #include "engine/grammar/harmony_turn.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/json_text.h"
@@ -298,6 +299,83 @@ TEST(JsonSchema, SpecialTokensAndEndTokensComeOnlyWhereTheGrammarSaysSo) {
   EXPECT_TRUE(m.allowed().test(ret));  // the end token, once whole
   EXPECT_FALSE(m.accept(end));
   EXPECT_TRUE(m.accept(ret));
+}
+
+std::shared_ptr<const CompiledGrammar> gbnf(const std::string& text) {
+  Grammar g;
+  const int root = add_gbnf(g, text, "test.gbnf");
+  return compiled(std::move(g), root);
+}
+
+// llama.cpp's notation: rules over lines, literals and classes with their
+// escapes, groups, every repetition, comments; UTF-8 characters whole.
+TEST(Gbnf, EachConstructAcceptsWhatItAllowsAndNothingElse) {
+  auto list = gbnf(R"(# a list of answers
+root   ::= answer ("," " "? answer){0,2}
+answer ::= "yes" | "no" | [0-9]{1,3} | name | "\"" [^"\\\n]* "\""
+name   ::= [a-zA-Z_] [a-zA-Z0-9_\-]*   # trailing comment
+)");
+  for (const char* ok : {"yes", "no, 42", "abc_1,yes, \"q x\"", "7,8,9", "\"\""}) EXPECT_TRUE(matches(list, ok)) << ok;
+  for (const char* bad : {"", "maybe!", "1234", "yes,no,yes,no", "\"a\nb\"", "yes,", "-x"})
+    EXPECT_FALSE(matches(list, bad)) << bad;
+  // Multi-line groups, + and ?, escapes of every kind, a class of non-ASCII
+  // ranges and '.' as one whole character.
+  auto chars = gbnf("root ::= (\n  \"\\x41\" | \"\\u00e9\" | \"\\U0001F600\"\n)+ [α-ω]? .\n");
+  EXPECT_TRUE(matches(chars, "Aé😀β€"));
+  EXPECT_TRUE(matches(chars, "AA!"));
+  EXPECT_FALSE(matches(chars, "Aé😀ββ€"));
+  EXPECT_FALSE(matches(chars, "B!"));
+  auto negated = gbnf(R"(root ::= [^a-z]{2})");
+  EXPECT_TRUE(matches(negated, "Zé"));
+  EXPECT_TRUE(matches(negated, "€😀"));
+  EXPECT_FALSE(matches(negated, "Za"));
+}
+
+// UTF-8's byte ranges at every edge of its encodings: each code point of a
+// class that spans them is taken, its neighbours outside are not.
+TEST(Gbnf, ClassesAcrossUtf8EncodingLengthsTakeExactlyTheirCharacters) {
+  auto g = gbnf(R"(root ::= [\x7e-\u0801\uffee-\U00010002])");
+  auto one = [&](uint32_t c) {
+    std::string s;
+    if (c < 0x80)
+      s += char(c);
+    else if (c < 0x800)
+      s += char(0xC0 | c >> 6), s += char(0x80 | (c & 0x3F));
+    else if (c < 0x10000)
+      s += char(0xE0 | c >> 12), s += char(0x80 | (c >> 6 & 0x3F)), s += char(0x80 | (c & 0x3F));
+    else
+      s += char(0xF0 | c >> 18), s += char(0x80 | (c >> 12 & 0x3F)), s += char(0x80 | (c >> 6 & 0x3F)),
+          s += char(0x80 | (c & 0x3F));
+    return s;
+  };
+  for (uint32_t c : {0x7e, 0x7f, 0x80, 0x7ff, 0x800, 0x801, 0xffee, 0xffff, 0x10000, 0x10002})
+    EXPECT_TRUE(matches(g, one(c))) << std::hex << c;
+  for (uint32_t c : {0x7d, 0x802, 0xfff, 0xffed, 0x10003, 0x20000}) EXPECT_FALSE(matches(g, one(c))) << std::hex << c;
+}
+
+TEST(Gbnf, MistakesAreRefusedByLine) {
+  auto refused = [](const std::string& text, const std::string& words) {
+    Grammar g;
+    try {
+      g.finish(add_gbnf(g, text, "test.gbnf"));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused("root ::= \"a\" b\n", "line 1: rule 'b' is used but never defined");
+  refused("a ::= \"x\"\n", "no rule 'root'");
+  refused("root ::= \"a\"\nroot ::= \"b\"\n", "line 2: rule 'root' is defined twice");
+  refused("root ::= \"a\n", "closing '\"'");
+  refused("root ::= [ab\n", "closing ']'");
+  refused("root ::= (\"a\"\n", "closing ')'");
+  refused("root ::= [z-a]\n", "end comes before its start");
+  refused("root ::= \"a\"{1001}\n", "over 1000");
+  refused("root ::= \"a\"{3,2}\n", "reversed");
+  refused("root ::= <|end|>\n", "token references");
+  refused("root ::= \"\\q\"\n", "unknown escape");
+  refused("root = \"a\"\n", "expected '::='");
+  refused("root ::= root \"a\" | \"b\"\n", "left-recursive");
 }
 
 }  // namespace

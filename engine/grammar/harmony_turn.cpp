@@ -28,8 +28,10 @@ int add_harmony_turn(Grammar& g, const Tokenizer& tok, const HarmonyTurn& turn) 
   const int answer = g.declare("answer");
   if (turn.final_answer) {
     std::vector<Grammar::Element> final{special("<|channel|>"), text("final"), special("<|message|>")};
-    if (turn.final_content) {
+    if (turn.final_content && turn.final_json) {
       final.insert(final.end(), {json.ws(), Grammar::rule(*turn.final_content), json.ws()});
+    } else if (turn.final_content) {
+      final.push_back(Grammar::rule(*turn.final_content));
     } else {
       final.push_back(g.loop(any_text()));
     }

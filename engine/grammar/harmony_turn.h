@@ -8,7 +8,7 @@
 //   <|channel|>commentary to=functions.NAME <|constrain|>json<|message|> ARGUMENTS <|call|>
 //
 // CONTENT is the response format's JSON (a schema's, with whitespace
-// around it) or any text; a tool call's ARGUMENTS are its parameters'
+// around it), a hand-written grammar's text (gbnf.h) or any text; a tool call's ARGUMENTS are its parameters'
 // JSON (strict tools) or any JSON object. Which answers are allowed follows
 // tool_choice: none (final only), auto (final or a call), required (a call),
 // a named function (a call of it). The analysis is free text -- the
@@ -28,6 +28,7 @@ struct HarmonyTurn {
   bool analysis = true;              // an analysis message may come first
   bool final_answer = true;          // a final message may be the answer
   std::optional<int> final_content;  // its content's rule; none: any text
+  bool final_json = true;            // that content is JSON: whitespace may surround it
   struct Tool {
     std::string name;
     std::optional<int> arguments;  // their rule (strict); none: any JSON object

@@ -3,6 +3,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "engine/grammar/gbnf.h"
 #include "engine/grammar/harmony_turn.h"
 #include "engine/grammar/json_schema.h"
 #include "runtime/error.h"
@@ -41,6 +42,9 @@ std::shared_ptr<const CompiledGrammar> compile(const std::string& text, const To
   } else if (format == "json_object") {
     start = add_json_object(g);
     ends = {special(tok, "<|return|>"), special(tok, "<|endoftext|>")};
+  } else if (format == "gbnf") {
+    start = add_gbnf(g, spec.at("gbnf").get<std::string>(), "the grammar");
+    ends = {special(tok, "<|return|>"), special(tok, "<|endoftext|>")};
   } else if (format == "harmony") {
     HarmonyTurn turn;
     turn.analysis = spec.value("analysis", true);
@@ -49,6 +53,8 @@ std::shared_ptr<const CompiledGrammar> compile(const std::string& text, const To
     if (final.is_object()) {
       if (final.contains("schema"))
         turn.final_content = add_json_schema(g, final["schema"]);
+      else if (final.contains("gbnf"))
+        turn.final_content = add_gbnf(g, final["gbnf"].get<std::string>(), "the grammar"), turn.final_json = false;
       else
         turn.final_content = add_json_object(g);
     }
@@ -59,7 +65,7 @@ std::shared_ptr<const CompiledGrammar> compile(const std::string& text, const To
     }
     start = add_harmony_turn(g, tok, turn);
   } else {
-    throw InputError(cat("a constraint of format '", format, "' (expected json_schema, json_object or harmony)"));
+    throw InputError(cat("a constraint of format '", format, "' (expected json_schema, json_object, gbnf or harmony)"));
   }
   return compile_grammar(std::move(g), start, index, ends);
 }

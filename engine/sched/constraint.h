@@ -7,9 +7,11 @@
 //
 //   {"format": "json_schema", "schema": {...}}     the output is the schema's JSON
 //   {"format": "json_object"}                      any JSON object
+//   {"format": "gbnf", "gbnf": "root ::= ..."}     a hand-written grammar (gbnf.h)
 //   {"format": "harmony", "analysis": true,        a harmony assistant turn
 //    "reasoning_budget": 256,                      (engine/grammar/harmony_turn.h):
-//    "final": "text" | "none" | {"schema": {...}} | {"json_object": true},
+//    "final": "text" | "none" | {"schema": {...}} | {"json_object": true}
+//             | {"gbnf": "..."},
 //    "tools": [{"name": "f", "schema": {...} | null}]}
 //
 // Masks are applied to each rank's rows of the vocabulary before the
