@@ -1,5 +1,6 @@
 #include "launch/serve_command.h"
 
+#include <algorithm>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
@@ -28,6 +29,14 @@ nlohmann::json rank_status(const MpiSession& mpi, const RankSetup& setup, const 
           {"weight_bytes", r.model.weights.memory.size()},
           {"pages_on_node", r.on_node},
           {"kv_bytes", gen.kv().bytes()}};
+}
+
+// Bytes of the vocabulary's longest token: text longer than the context
+// times this cannot fit it (ApiLimits::prompt_bytes).
+size_t longest_token(const Tokenizer& t) {
+  size_t n = 0;
+  for (int32_t id = 0; id < t.vocab_size(); ++id) n = std::max(n, t.token_bytes(id).size());
+  return n;
 }
 
 }  // namespace
@@ -61,7 +70,7 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
   const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
   status["model"] = model_id;
-  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx}, status);
+  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx, longest_token(r.model.tokenizer)}, status);
   r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
   log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,

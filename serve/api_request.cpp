@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "runtime/error.h"
 #include "serve/api_error.h"
@@ -88,6 +89,16 @@ void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r
   }
 }
 
+// Text that cannot fit the context is refused before it is tokenized
+// (which takes time linear in it; the context check after only counts).
+void check_prompt_bytes(size_t bytes, const ApiLimits& limits, const std::string& param) {
+  if (bytes > limits.prompt_bytes())
+    throw ApiError(400,
+                   cat("the prompt is ", bytes, " bytes; the context holds ", limits.context, " tokens of at most ",
+                       limits.longest_token, " bytes"),
+                   param, "invalid_request_error", "context_length_exceeded");
+}
+
 // A message's text: a string, or text parts.
 std::string text_of(const json& content, const std::string& param) {
   if (content.is_null()) return "";
@@ -104,6 +115,29 @@ std::string text_of(const json& content, const std::string& param) {
 }
 
 }  // namespace
+
+json parse_request_body(std::string_view text) {
+  size_t values = 0;
+  std::vector<size_t> members;  // of each object open, innermost last
+  const json::parser_callback_t bounded = [&](int depth, json::parse_event_t event, json&) {
+    using enum json::parse_event_t;
+    const bool opens = event == object_start || event == array_start;
+    if (opens && depth >= kMaxBodyDepth)
+      throw bad("", cat("the body nests arrays and objects deeper than ", kMaxBodyDepth, " levels"));
+    if ((opens || event == value) && ++values > kMaxBodyValues)
+      throw bad("", cat("the body holds more than ", kMaxBodyValues, " JSON values"));
+    if (event == object_start) members.push_back(0);
+    if (event == object_end) members.pop_back();
+    if (event == key && ++members.back() > kMaxObjectMembers)
+      throw bad("", cat("an object of the body has more than ", kMaxObjectMembers, " members"));
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), bounded);
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range (out_of_range)
+    throw bad("", cat("the body is not valid JSON: ", e.what()));
+  }
+}
 
 ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   ChatRequest r;
@@ -131,7 +165,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
                                    ? body["tool_choice"].get<std::string>()
                                    : "auto";
     if (choice != "none") {
-      c.functions = render_functions(body["tools"]);
+      c.functions = render_functions(body["tools"], limits.prompt_bytes());
       r.tools = true;
     }
   }
@@ -189,6 +223,9 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
       throw bad(param + ".role", "role '" + role + "' is not one of system, developer, user, assistant, tool");
     }
   }
+  size_t bytes = c.instructions.size() + c.functions.size();
+  for (const HarmonyMessage& m : c.messages) bytes += m.content.size();
+  check_prompt_bytes(bytes, limits, "messages");
   return r;
 }
 
@@ -202,6 +239,7 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
   if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad("prompt", "'prompt' must be a string");
   r.prompt = body["prompt"].get<std::string>();
   if (r.prompt.empty()) throw bad("prompt", "'prompt' is empty");
+  check_prompt_bytes(r.prompt.size(), limits, "prompt");
   return r;
 }
 

@@ -201,13 +201,7 @@ void Server::route() {
       try {
         if (!ready_) throw ApiError(503, "Loading model", "", "unavailable_error");
         if (stopping_) throw ApiError(503, "the server is shutting down", "", "unavailable_error");
-        nlohmann::ordered_json body;  // keeps the order of the tools' properties
-        try {
-          body = nlohmann::ordered_json::parse(req.body);
-        } catch (const json::parse_error& e) {
-          throw ApiError(400, cat("the body is not valid JSON: ", e.what()));
-        }
-        this->generate(body, chat, res);
+        this->generate(parse_request_body(req.body), chat, res);
       } catch (const ApiError& e) {
         if (e.status == 503) res.set_header("Retry-After", "1");
         send_json(res, e.status, e.body());
