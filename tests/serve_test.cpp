@@ -9,6 +9,7 @@
 #include "runtime/error.h"
 #include "serve/api_error.h"
 #include "serve/api_request.h"
+#include "serve/metrics.h"
 #include "serve/response_text.h"
 #include "serve/tool_schema.h"
 #include "tests/test_vocab.h"
@@ -303,6 +304,24 @@ TEST(ResponseText, OutputThatIsNotHarmonyBecomesRawText) {
   const std::string said = stream(rt, text);
   EXPECT_EQ(rt.content(), text);
   EXPECT_EQ(said, text);
+}
+
+// A label taken from the path a client sent forged a line of the exposition
+// (a quote and a newline) and added a series per path, forever.
+TEST(Metrics, EndpointLabelsComeFromAFixedSet) {
+  Metrics m;
+  m.request("/v1/x\",status=\"200\"} 1\ntps_forged_total 9\n#", 401);
+  for (int i = 0; i < 1000; ++i) m.request(cat("/v1/path", i), 401);
+  m.request("/v1/chat/completions", 200);
+  const std::string text = m.prometheus();
+  EXPECT_EQ(text.find("tps_forged_total"), std::string::npos) << text;
+  EXPECT_NE(text.find("tps_requests_total{endpoint=\"other\",status=\"401\"} 1001\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tps_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1\n"), std::string::npos);
+  size_t series = 0;
+  for (size_t at = text.find("\ntps_requests_total{"); at != std::string::npos;
+       at = text.find("\ntps_requests_total{", at + 1))
+    ++series;
+  EXPECT_EQ(series, 2u);
 }
 
 }  // namespace
