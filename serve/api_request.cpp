@@ -42,9 +42,27 @@ bool boolean(const json& body, const std::string& key, bool fallback) {
   return body[key].get<bool>();
 }
 
+// A value as a message shows it: its JSON, cut short.
+std::string shown(const json& v) {
+  const std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
+}
+
+// A field of the API that would change the answer, which this server does
+// not do: accepted only absent, null or at its no-op value, else refused by
+// name with its value -- never taken and ignored.
+void only_default(const json& body, const char* key, const json& noop) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null() || *it == noop) return;
+  throw bad(key, cat("'", key, "' ", shown(*it), " is not supported by this server (only ", shown(noop), ")"));
+}
+
 // What the two endpoints share: model, sampling, length, stop, streaming.
 void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r) {
   if (!body.is_object()) throw bad("", "the request body must be a JSON object");
+  only_default(body, "frequency_penalty", 0);
+  only_default(body, "presence_penalty", 0);
+  only_default(body, "logit_bias", json::object());
   if (body.contains("model") && !body["model"].is_null()) {
     if (!body["model"].is_string()) throw bad("model", "'model' must be a string");
     const std::string model = body["model"].get<std::string>();
@@ -114,6 +132,33 @@ std::string text_of(const json& content, const std::string& param) {
   return out;
 }
 
+// The functions offered (tools, as tool_choice says), and what a chat may
+// ask of its output. tool_choice "none" offers none: the model sees no
+// functions. A call cannot be forced yet ("required", a named function),
+// nor JSON output (response_format): refused until structured output lands.
+void read_tools(const json& body, const ApiLimits& limits, ChatRequest& r) {
+  std::string choice = "auto";
+  if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) choice = it->get<std::string>();
+    if (!it->is_string() || (choice != "auto" && choice != "none"))
+      throw bad("tool_choice", cat("'tool_choice' ", shown(*it), " is not supported by this server (auto or none)"));
+  }
+  boolean(body, "parallel_tool_calls", true);  // one call per answer: harmony's <|call|> ends it
+  if (const auto it = body.find("response_format");
+      it != body.end() && !it->is_null() && !(it->is_object() && string_field(*it, "type") == "text"))
+    throw bad("response_format",
+              cat("'response_format' ", shown(*it), " is not supported by this server (only {\"type\": \"text\"})"));
+  for (const char* legacy : {"functions", "function_call"})
+    if (body.contains(legacy) && !body[legacy].is_null())
+      throw bad(legacy, cat("'", legacy, "' is the deprecated form of 'tools' and 'tool_choice': send those"));
+  only_default(body, "modalities", json::array({"text"}));
+  only_default(body, "audio", nullptr);
+  only_default(body, "prediction", nullptr);
+  if (choice == "none" || !body.contains("tools") || body["tools"].is_null() || body["tools"].empty()) return;
+  r.conversation.functions = render_functions(body["tools"], limits.prompt_bytes());
+  r.tools = true;
+}
+
 }  // namespace
 
 json parse_request_body(std::string_view text) {
@@ -160,15 +205,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
       throw bad("reasoning_effort", "'reasoning_effort' is '" + effort + "', expected low, medium or high");
   }
   c.reasoning = effort;
-  if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].empty()) {
-    const std::string choice = body.contains("tool_choice") && body["tool_choice"].is_string()
-                                   ? body["tool_choice"].get<std::string>()
-                                   : "auto";
-    if (choice != "none") {
-      c.functions = render_functions(body["tools"], limits.prompt_bytes());
-      r.tools = true;
-    }
-  }
+  read_tools(body, limits, r);
   if (!body.contains("messages")) throw bad("messages", "'messages' is missing");
   const json& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) throw bad("messages", "'messages' must be a non-empty array");
@@ -232,6 +269,9 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
 CompletionRequest parse_completion_request(const json& body, const ApiLimits& limits) {
   CompletionRequest r;
   read_common(body, limits, r);
+  only_default(body, "echo", false);
+  only_default(body, "suffix", "");
+  only_default(body, "best_of", 1);
   if (body.contains("logprobs") && !body["logprobs"].is_null()) {
     r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 20, 0));
     r.logprobs = true;

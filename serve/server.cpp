@@ -83,6 +83,11 @@ json usage(int prompt, int completion, int cached, int reasoning) {
 
 Server::Server(const ServeOptions& o) : opt_(o), http_(std::make_unique<httplib::Server>()) {
   if (o.port < 0 || o.port > 65535) throw InputError(cat("--port ", o.port, ": expected 0..65535"));
+  if (o.max_queue < 1 || o.max_queue > ServeOptions::kMaxQueue)
+    throw InputError(cat("--max-queue ", o.max_queue, ": expected 1..", ServeOptions::kMaxQueue));
+  if (!(o.request_seconds > 0 && o.request_seconds <= ServeOptions::kMaxRequestSeconds))
+    throw InputError(cat("--timeout ", o.request_seconds, ": expected seconds above 0 and at most ",
+                         ServeOptions::kMaxRequestSeconds));
   route();
 }
 

@@ -38,11 +38,17 @@ struct Response;
 namespace tps {
 
 struct ServeOptions {
+  // Each waiting request holds a connection and its thread.
+  static constexpr int kMaxQueue = 4096;
+  // Past this, a deadline's arithmetic is near overflow (1e30 s wrapped
+  // around and ended every request at once, with nothing generated).
+  static constexpr double kMaxRequestSeconds = 7 * 24 * 3600;
+
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;           // "": no authentication
-  int max_queue = 64;            // requests waiting for a place; more get 503
-  double request_seconds = 600;  // a request's time limit, queue included
+  int max_queue = 64;            // requests waiting for a place (1..kMaxQueue); more get 503
+  double request_seconds = 600;  // a request's time limit, queue included (0..kMaxRequestSeconds]
   size_t max_body_bytes = 8 << 20;
 };
 

@@ -183,6 +183,42 @@ TEST(ApiRequest, RefusesWhatIsWrongByName) {
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": [1]}]})", 400, "tools", "");
 }
 
+// Fields that would change the answer were taken and ignored: tool_choice
+// "required" acted as "auto", response_format json_schema gave free text.
+// Each is honoured or refused by name with its value.
+TEST(ApiRequest, FieldsNotHonouredAreRefusedByName) {
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+      "function": {"name": "add"}}], )";
+  expect_refused(chat + R"("tool_choice": "required"})", 400, "tool_choice", R"("required" is not supported)");
+  expect_refused(chat + R"("tool_choice": {"type": "function", "function": {"name": "add"}}})", 400, "tool_choice",
+                 R"({"type":"function","function":{"name":"add"}})");
+  expect_refused(chat + R"("tool_choice": "sometimes"})", 400, "tool_choice", "(auto or none)");
+  expect_refused(chat + R"("response_format": {"type": "json_object"}})", 400, "response_format", "json_object");
+  expect_refused(chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})", 400,
+                 "response_format", "json_schema");
+  expect_refused(chat + R"("frequency_penalty": 0.5})", 400, "frequency_penalty", "0.5 is not supported");
+  expect_refused(chat + R"("logit_bias": {"13": 5}})", 400, "logit_bias", R"({"13":5})");
+  expect_refused(chat + R"("functions": [{"name": "add"}]})", 400, "functions", "deprecated");
+  expect_refused(chat + R"("parallel_tool_calls": "yes"})", 400, "parallel_tool_calls", "true or false");
+  // What is honoured: none offers no functions; text output; no-op values.
+  const ChatRequest none = parse_chat_request(
+      json::parse(chat + R"("tool_choice": "none", "response_format": {"type": "text"}, "presence_penalty": 0,
+          "logit_bias": {}, "parallel_tool_calls": false})"),
+      kLimits);
+  EXPECT_FALSE(none.tools);
+  EXPECT_EQ(none.conversation.functions, "");
+  EXPECT_TRUE(parse_chat_request(json::parse(chat + R"("tool_choice": "auto"})"), kLimits).tools);
+  for (const char* field : {R"("echo": true)", R"("suffix": "end")", R"("best_of": 3)"}) {
+    try {
+      parse_completion_request(json::parse(cat(R"({"prompt": "x", )", field, "}")), kLimits);
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_NE(std::string(field).find(e.param), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Text longer than the context's positions times the longest token cannot
 // fit: refused by its size, before tokenizing (linear in it: seconds for MBs).
 TEST(ApiRequest, TextPastWhatTheContextHoldsIsRefusedBeforeTokenizing) {
