@@ -47,7 +47,9 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   std::signal(SIGPIPE, SIG_IGN);  // a client gone while we write: an error return, not a signal
   std::unique_ptr<Server> server;
   if (root) {
-    server = std::make_unique<Server>(so);
+    ServeOptions options = so;  // room for every waiting and running request, and for /health and idle clients
+    options.max_connections = so.max_queue + o.parallel + 64;
+    server = std::make_unique<Server>(options);
     server->listen();  // /health says "loading" while the model loads
     log_info("listening on http://", so.host, ":", server->port(), " (loading the model)");
     if (so.api_key.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
@@ -80,7 +82,16 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
     if (stop_signal() != 0) server->request_stop();
     return inner(idle);
   };
-  gen.run(events);
+  // The server ends (its threads answered and joined) before the model and
+  // the generator they use: a request that came in as the loop ended is
+  // answered 503, not left waiting.
+  try {
+    gen.run(events);
+  } catch (...) {
+    server.reset();
+    throw;
+  }
+  server.reset();
   log_info("stopped: every request answered");
   return 0;
 }

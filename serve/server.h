@@ -13,6 +13,7 @@
 // Serving: a bounded queue (503 with Retry-After when full), a time limit
 // per request, a client that goes away frees its sequence at the next step,
 // and stop() lets what runs finish, then ends the engine loop on every rank.
+// Connections are accepted, read and bounded by serve/connection_server.h.
 #pragma once
 
 #include <atomic>
@@ -23,7 +24,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "engine/sched/generator.h"
 #include "engine/text/tokenizer.h"
@@ -31,7 +31,7 @@
 #include "serve/metrics.h"
 
 namespace httplib {
-class Server;
+struct Request;
 struct Response;
 }  // namespace httplib
 
@@ -50,7 +50,12 @@ struct ServeOptions {
   int max_queue = 64;            // requests waiting for a place (1..kMaxQueue); more get 503
   double request_seconds = 600;  // a request's time limit, queue included (0..kMaxRequestSeconds]
   size_t max_body_bytes = 8 << 20;
+  // Open at once: the waiting and running requests', and room for /health,
+  // /metrics and idle clients (serve/connection_server.h).
+  int max_connections = 256;
 };
+
+class ConnectionServer;
 
 class Server {
  public:
@@ -68,7 +73,9 @@ class Server {
   // The engine loop's side (the main thread of rank 0).
   Generator::Events events();
   // Stops taking requests; the engine loop ends once what runs is done.
-  // Safe from a signal handler's flag poll (see request_stop).
+  // Safe from a signal handler's flag poll (see request_stop). Destroying
+  // the Server ends what has not ended (start-up that failed): waiting
+  // requests are answered 503 and the connections closed.
   void request_stop() { stopping_ = true; }
   int port() const { return port_; }
 
@@ -77,13 +84,12 @@ class Server {
   void route();
   // Serves one generation request (chat: harmony; else a raw completion).
   // Throws ApiError.
-  void generate(const nlohmann::ordered_json& body, bool chat, httplib::Response& res);
+  void generate(const nlohmann::ordered_json& body, bool chat, const httplib::Request& req, httplib::Response& res);
   std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerationRequest& r);
   bool between_steps(bool idle);
 
   ServeOptions opt_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread listener_;
+  std::unique_ptr<ConnectionServer> http_;
   int port_ = 0;
   std::atomic<bool> ready_{false}, stopping_{false};
   Generator* gen_ = nullptr;
@@ -95,6 +101,7 @@ class Server {
   std::mutex inbox_m_;
   std::condition_variable inbox_cv_;
   std::deque<std::shared_ptr<Job>> inbox_;
+  bool closed_ = false;                       // under inbox_m_: the Server is being destroyed
   std::atomic<int> queued_{0};                // in the inbox or waiting for a place
   std::map<int, std::shared_ptr<Job>> live_;  // engine loop only: by sequence
   std::atomic<uint64_t> next_id_{1};

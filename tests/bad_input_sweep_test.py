@@ -134,6 +134,9 @@ class Sweep(unittest.TestCase):
                 with self.subTest(flag=flag, value=value):
                     argv = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0", flag, value]
                     self.run_case(argv, "tpsrun", True, [flag])
+        # What failed is said: httplib's bind left errno at 0, "(Success)".
+        argv = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0", "--host", "no.such.host.invalid"]
+        self.run_case(argv, "tpsrun", True, ["--host no.such.host.invalid: the host name does not resolve"])
 
     def test_tpstopo(self):
         cases = [
