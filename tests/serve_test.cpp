@@ -53,10 +53,11 @@ TEST(ToolSchema, RendersAsTheHarmonyLibraryDoes) {
 }
 
 // A required list was scanned once per property, each name copied to compare
-// it: 256 properties (the most an object may have) and 261,000 names took 1.5 s.
+// it: 1,000 properties and 261,000 names took 3.2 s (256 properties, the most a
+// request's object may have, 1.5 s).
 TEST(ToolSchema, TimeIsLinearInTheSchema) {
   json properties = json::object(), required = json::array();
-  for (int i = 0; i < 256; ++i) properties[cat("p", i)] = {{"type", "string"}};
+  for (int i = 0; i < 1000; ++i) properties[cat("p", i)] = {{"type", "string"}};
   for (int i = 0; i < 261000; ++i) required.push_back(cat("p", i));
   const json tools = json::array(
       {{{"type", "function"},
@@ -65,9 +66,9 @@ TEST(ToolSchema, TimeIsLinearInTheSchema) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string text = render_functions(tools, 1 << 20);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_NE(text.find("\np255: string,\n"), std::string::npos);
+  EXPECT_NE(text.find("\np999: string,\n"), std::string::npos);
   EXPECT_EQ(text.find("?:"), std::string::npos);  // every one required
-  EXPECT_LT(seconds, 1.0) << "scanned per property: 1.5 s here; looked up: 0.1 s";
+  EXPECT_LT(seconds, 2.0) << "scanned per property: 3.2 s here; looked up: 0.2 s (0.4 s under ASan)";
 }
 
 // Text longer than the context holds (its tokens at most longest_token
