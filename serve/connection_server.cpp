@@ -79,8 +79,9 @@ const char* reason_phrase(int status) {
 std::string refusal(int status, const std::string& message) {
   const std::string body =
       ApiError(status, message, "", status == 503 ? "unavailable_error" : "invalid_request_error").body().dump();
-  return cat("HTTP/1.1 ", status, " ", reason_phrase(status), "\r\nContent-Type: application/json\r\nContent-Length: ",
-             body.size(), "\r\nConnection: close\r\n", status == 503 ? "Retry-After: 1\r\n" : "", "\r\n", body);
+  return cat("HTTP/1.1 ", status, " ", reason_phrase(status),
+             "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n",
+             status == 503 ? "Retry-After: 1\r\n" : "", "\r\n", body);
 }
 
 // Closes after the client has read what was sent: a close with unread bytes

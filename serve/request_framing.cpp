@@ -14,8 +14,7 @@ namespace {
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
   return true;
 }
 
@@ -65,8 +64,7 @@ RequestFramer::State RequestFramer::read_head(std::string_view bytes) {
   lines.remove_prefix(request_line.size() + 2);
   const size_t space = request_line.rfind(' ');
   const std::string_view version = space == std::string_view::npos ? "" : request_line.substr(space + 1);
-  if (version != "HTTP/1.1" && version != "HTTP/1.0")
-    return refuse(400, "not an HTTP/1.1 or HTTP/1.0 request line");
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") return refuse(400, "not an HTTP/1.1 or HTTP/1.0 request line");
   keep_alive_ = version == "HTTP/1.1";
   head_.assign(request_line).append("\r\n");
   bool has_length = false;

@@ -2,8 +2,6 @@
 // requests, a trickling client's deadline, /health while slow clients hold
 // every connection, a handler that sees its client gone, bounded bodies,
 // the host that does not resolve, and a stop at any moment of start-up.
-#include "serve/connection_server.h"
-
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "serve/connection_server.h"
 
 namespace tps {
 namespace {

@@ -1,10 +1,10 @@
 // Where a request ends, and what it is bounded by: heads, Content-Length
 // and chunked bodies, pipelined requests, compressed and ambiguous framing.
-#include "serve/request_framing.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "serve/request_framing.h"
 
 namespace tps {
 namespace {
@@ -33,7 +33,8 @@ TEST(RequestFraming, AContentLengthBodyEndsTheRequestAndTheNextOneIsLeft) {
 }
 
 TEST(RequestFraming, ByteByByteItIsTheSameRequest) {
-  const std::string chunked = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+  const std::string chunked =
+      "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
   RequestFramer whole(100), trickled(100);
   ASSERT_EQ(whole.feed(chunked), State::complete);
   ASSERT_EQ(feed_bytewise(trickled, chunked), State::complete);
@@ -97,12 +98,12 @@ TEST(RequestFraming, ACompressedBodyIsRefused) {
 
 // Framing two readers could read differently is refused.
 TEST(RequestFraming, AmbiguousFramingIsRefused) {
-  for (const char* head : {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-                           "POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
-                           "POST /x HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n",
-                           "POST /x HTTP/1.1\r\nContent-Length : 3\r\n\r\n",
-                           "POST /x HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-                           "POST /x HTTP/1.1\r\nX: a\r\n folded\r\n\r\n", "GET / HTTP/2.0\r\n\r\n"}) {
+  for (const char* head :
+       {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+        "POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+        "POST /x HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n", "POST /x HTTP/1.1\r\nContent-Length : 3\r\n\r\n",
+        "POST /x HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "POST /x HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",
+        "GET / HTTP/2.0\r\n\r\n"}) {
     RequestFramer f(1000);
     EXPECT_EQ(f.feed(head), State::refused) << head;
     EXPECT_EQ(f.status(), 400) << head;
