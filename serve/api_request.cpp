@@ -165,15 +165,15 @@ json parse_request_body(std::string_view text) {
   size_t values = 0;
   std::vector<size_t> members;  // of each object open, innermost last
   const json::parser_callback_t bounded = [&](int depth, json::parse_event_t event, json&) {
-    using enum json::parse_event_t;
-    const bool opens = event == object_start || event == array_start;
+    using Event = json::parse_event_t;  // an alias: clang takes no `using enum` of it
+    const bool opens = event == Event::object_start || event == Event::array_start;
     if (opens && depth >= kMaxBodyDepth)
       throw bad("", cat("the body nests arrays and objects deeper than ", kMaxBodyDepth, " levels"));
-    if ((opens || event == value) && ++values > kMaxBodyValues)
+    if ((opens || event == Event::value) && ++values > kMaxBodyValues)
       throw bad("", cat("the body holds more than ", kMaxBodyValues, " JSON values"));
-    if (event == object_start) members.push_back(0);
-    if (event == object_end) members.pop_back();
-    if (event == key && ++members.back() > kMaxObjectMembers)
+    if (event == Event::object_start) members.push_back(0);
+    if (event == Event::object_end) members.pop_back();
+    if (event == Event::key && ++members.back() > kMaxObjectMembers)
       throw bad("", cat("an object of the body has more than ", kMaxObjectMembers, " members"));
     return true;
   };
