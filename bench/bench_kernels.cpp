@@ -11,6 +11,9 @@
 //   prefill (a 128-token prompt, one batch at tpsrun's default --batch): expert 2880x2880
 //                       with all 128 tokens, and with 16: what one expert
 //                       gets of a 128-token prompt on average (x 4 of 32)
+// and, as matmul_fixed/..., the split-invariant fixed-point products the
+// attention output (2880x4096) and an expert's down projection (2880x2880)
+// are computed with, beside the same shapes as float sums,
 // and the attention of a decode step over 128, 1024 and 4096 cached positions.
 // Weights stream from memory as in decode: each iteration uses the next of
 // several copies of the matrix that together exceed 4x the L3, so no
@@ -57,9 +60,10 @@ struct Shape {
 
 // gpt-oss-20b: d = 2880, 64 query heads x 64 = 4096, expert width 2880.
 constexpr Shape kShapes[] = {
-    {"q_proj", 4096, 2880, 1},         {"expert", 2880, 2880, 1},        {"output_slice", 16384, 2880, 1},
-    {"output_slice", 16384, 2880, 2},  {"output_slice", 16384, 2880, 4}, {"output_slice", 16384, 2880, 8},
-    {"output_slice", 16384, 2880, 16}, {"expert", 2880, 2880, 128},      {"expert", 2880, 2880, 16},
+    {"q_proj", 4096, 2880, 1},        {"o_proj", 2880, 4096, 1},        {"o_proj", 2880, 4096, 128},
+    {"expert", 2880, 2880, 1},        {"output_slice", 16384, 2880, 1}, {"output_slice", 16384, 2880, 2},
+    {"output_slice", 16384, 2880, 4}, {"output_slice", 16384, 2880, 8}, {"output_slice", 16384, 2880, 16},
+    {"expert", 2880, 2880, 128},      {"expert", 2880, 2880, 16},
 };
 
 constexpr GgmlType kFormats[] = {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F32, GgmlType::F16, GgmlType::BF16};
@@ -132,7 +136,8 @@ struct Context {
 
 Context* ctx = nullptr;
 
-void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int threads) {
+// fixed: matmul_rows_fixed (split-invariant sums) instead of matmul_rows.
+void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int threads, bool fixed) {
   const KernelSet& k = kernel_set(isa);
   const WeightPool& w = ctx->weights_for(type, shape.rows, shape.cols);
   ThreadPool& pool = ctx->pool(threads);
@@ -145,6 +150,7 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
   xq.quantize(xf.data(), shape.tokens, shape.cols);
   const Activations x = xq.view(xf.data(), 0, shape.tokens);
   std::vector<float> y(static_cast<size_t>(shape.tokens) * shape.rows);
+  std::vector<int64_t> y_fixed(y.size());
 
   int next = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -153,9 +159,12 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
     next = (next + 1) % w.copies;
     ThreadPool::Chunks chunks(m.rows, row_grain(m), threads);
     pool.run([&](int, int) {
-      for (int64_t begin, end; chunks.next(begin, end);) matmul_rows(k, m, begin, end, x, y.data(), m.rows);
+      for (int64_t begin, end; chunks.next(begin, end);)
+        fixed ? static_cast<void>(matmul_rows_fixed(k, m, begin, end, x, nullptr, y_fixed.data(), m.rows))
+              : matmul_rows(k, m, begin, end, x, y.data(), m.rows);
     });
     benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(y_fixed.data());
     benchmark::ClobberMemory();
   }
   // Rates over the loop's wall time (Google Benchmark's rate counters would
@@ -261,11 +270,15 @@ int main(int argc, char** argv) {
             // A prompt's batch is compute-bound: one thread shows the kernel.
             // A step of a few sequences' tokens streams the weights as decode does.
             if (s.tokens > 16 && threads > 1) continue;
-            std::string name = cat("matmul/", isa_name(isa), "/", type_name(type), "/", s.name, "/", s.rows, "x",
-                                   s.cols, "/tokens:", s.tokens, "/threads:", threads);
-            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, isa, type, s, threads)
-                ->UseRealTime()
-                ->Unit(benchmark::kMicrosecond);
+            for (bool fixed : {false, true}) {
+              if (fixed && std::string(s.name) != "o_proj" && !(std::string(s.name) == "expert" && s.tokens == 1))
+                continue;
+              std::string name = cat(fixed ? "matmul_fixed/" : "matmul/", isa_name(isa), "/", type_name(type), "/",
+                                     s.name, "/", s.rows, "x", s.cols, "/tokens:", s.tokens, "/threads:", threads);
+              benchmark::RegisterBenchmark(name.c_str(), bm_matmul, isa, type, s, threads, fixed)
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMicrosecond);
+            }
           }
     for (Isa isa : supported_isas())
       for (int t = 0; t < kKvTypeCount; ++t)

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "engine/text/generated_text.h"
@@ -12,6 +13,7 @@
 #include "launch/rank_run.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/terminal_foreground.h"
 
 namespace tps {
 
@@ -40,7 +42,7 @@ class Chat {
     if (answering_) finish_answer();
     for (;;) {
       std::printf("> ");
-      std::fflush(stdout);
+      flush_stdout();
       std::string line;
       interrupted = false;
       if (!std::getline(std::cin, line)) {
@@ -68,7 +70,7 @@ class Chat {
     const std::string shown = text_.accept(p.id, tok_);
     answer_ += shown;
     std::fwrite(shown.data(), 1, shown.size(), stdout);
-    std::fflush(stdout);
+    flush_stdout();  // lost output ends the chat
     if (interrupted) {
       text_.finish("interrupted");
       return false;
@@ -110,7 +112,9 @@ class Chat {
     conversation_.messages.push_back({"user", "", "", "", line});
     std::vector<int32_t> prompt =
         render_conversation(conversation_, [this](const std::string& s) { return tok_.encode(s); });
-    SequenceParams params{o_.sampler, o_.max_tokens, 0};
+    SequenceParams params;
+    params.sampler = o_.sampler;
+    params.max_new = o_.max_tokens;
     if (!o_.seed_given) params.sampler.seed = std::random_device{}();
     prompt_ = static_cast<int>(prompt.size());
     try {
@@ -126,10 +130,12 @@ class Chat {
     t0_ = Clock::now();
     interrupted = false;
     answering_ = true;
+    foreground_.emplace();  // Ctrl-C to this rank alone while it answers
   }
 
   void finish_answer() {
     answering_ = false;
+    foreground_.reset();  // the terminal back to mpirun, which reads the next line
     const std::string tail = text_.flush();
     answer_ += tail;
     std::printf("%s\n", tail.c_str());
@@ -153,6 +159,7 @@ class Chat {
   int seq_ = -1, prompt_ = 0, reused_ = 0, generated_ = 0;
   double first_token_ = -1, last_ = 0;
   Clock::time_point t0_;
+  std::optional<TerminalForeground> foreground_;  // while an answer runs (runtime/terminal_foreground.h)
 };
 
 }  // namespace

@@ -109,11 +109,17 @@ int run_tool(const std::string& name, const std::function<int()>& body) {
   }
 }
 
-std::optional<SizeText> parse_size(const std::string& text) {
+std::optional<SizeText> parse_size(const std::string& text, const std::string& flag) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
   size_t used = 0;
   unsigned long long n = 0;
+  bool too_large = false;
   try {
     n = std::stoull(text, &used);
+  } catch (const std::out_of_range&) {
+    too_large = true;
+    used = text.find_first_not_of("0123456789");
+    if (used == std::string::npos) used = text.size();
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -123,8 +129,10 @@ std::optional<SizeText> parse_size(const std::string& text) {
                     : unit == "M" || unit == "MiB" ? 20
                     : unit == "G" || unit == "GiB" ? 30
                                                    : -1;
-  if (!std::isdigit(static_cast<unsigned char>(text[0])) || n == 0 || shift < 0 || n > (1ull << 40))
-    return std::nullopt;
+  if (shift < 0 || (n == 0 && !too_large)) return std::nullopt;
+  if (too_large || n > (~0ull >> shift))
+    throw InputError(
+        cat(flag, " ", text, ": more than 2^64 - 1", shift ? " bytes" : "", ", more than any size can be"));
   return SizeText{static_cast<uint64_t>(n) << shift, shift > 0};
 }
 

@@ -35,11 +35,13 @@ int run_tool(const std::string& name, const std::function<int()>& body);
 
 // A count with an optional binary unit (K, M, G, or KiB, MiB, GiB): its
 // value and whether it had a unit; nullopt for anything else (no digits,
-// zero, another suffix, past 2^40 of its unit).
+// zero, another suffix). A count that does not fit 64 bits with its unit
+// (99999999999999999999, 17179869184G) throws InputError naming `flag`:
+// it must never wrap into a small one.
 struct SizeText {
   uint64_t value;
   bool has_unit;
 };
-std::optional<SizeText> parse_size(const std::string& text);
+std::optional<SizeText> parse_size(const std::string& text, const std::string& flag);
 
 }  // namespace tps

@@ -98,8 +98,11 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       Followed f(i, encode_prompt(o, m.tokenizer, prompts[i % prompts.size()]),
                  TextOptions{o.max_tokens, o.chat, o.show_analysis});
       prompt_tokens += static_cast<int>(f.prompt.size());
-      SequenceParams params{sp, o.max_tokens, o.top_logprobs};
+      SequenceParams params;
+      params.sampler = sp;
       params.sampler.seed = sp.seed + static_cast<uint64_t>(i);
+      params.max_new = o.max_tokens;
+      params.top_logprobs = o.top_logprobs;
       const int id = gen.add(f.prompt, params);
       seqs.emplace(id, std::move(f));
     }
@@ -129,7 +132,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     f.shown += shown;
     if (one && !o.json) {
       std::fwrite(shown.data(), 1, shown.size(), stdout);
-      std::fflush(stdout);
+      flush_stdout();  // lost output ends the run now, not after the last token
     }
     return !f.text.done();
   };
@@ -238,17 +241,21 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   if (one) {
     const Followed& f = seqs.begin()->second;
     const int n_gen = static_cast<int>(f.text.generated().size());
+    // Stopped before its first token (a signal during the prompt): no
+    // prefill or decode figures, rather than a rate over nothing.
+    const bool started_decoding = f.first_token >= 0;
     const double prefill_tps = f.prompt.size() / std::max(f.first_token, 1e-9);
     const int steps = std::max(n_gen - 1, 1);  // decode steps
+    auto figure = [&](double v) { return started_decoding ? nlohmann::json(v) : nlohmann::json(nullptr); };
     if (o.json) {
       j.update({{"prompt_ids", f.prompt},
-                {"prefill_tokens_per_s", prefill_tps},
-                {"time_to_first_token_s", f.first_token},
+                {"prefill_tokens_per_s", figure(prefill_tps)},
+                {"time_to_first_token_s", figure(f.first_token)},
                 {"generated_ids", f.text.generated()},
                 {"text", f.shown},
                 {"stop", f.text.stop()},
-                {"decode_seconds", seconds - f.first_token},
-                {"prefill_seconds", f.first_token},
+                {"decode_seconds", figure(seconds - f.first_token)},
+                {"prefill_seconds", figure(f.first_token)},
                 {"prefill_seconds_by_part", parts_json(gen.timings() - gs.decode)},
                 {"decode_seconds_by_part", parts_json(gs.decode)}});
       j["decode_seconds_by_part"]["sampling"] = gs.decode_sampling_seconds;
@@ -267,10 +274,14 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       exchange = cat("; ", mpi.size(), " ranks (", split_mode_name(m.shard.mode), " split, ",
                      transport_name(r.exchange.transport()), " exchange: up to ",
                      round_to(exchange_max / steps * 1e3, 0.01), " ms per token)");
-    log_info("prompt ", f.prompt.size(), " tokens at ", round_to(prefill_tps, 0.1), " tok/s; first token after ",
-             static_cast<int>(f.first_token * 1000), " ms; generated ", n_gen, " tokens at ",
-             round_to(decode_tps, 0.01), " tok/s (", f.text.stop(), "); ", setup.binding.threads, " thread(s) per rank",
-             exchange, "; peak RSS ", static_cast<int>(peak_rss_mib()), " MiB");
+    const std::string speed =
+        started_decoding ? cat("prompt ", f.prompt.size(), " tokens at ", round_to(prefill_tps, 0.1),
+                               " tok/s; first token after ", static_cast<int>(f.first_token * 1000), " ms; generated ",
+                               n_gen, " tokens at ", round_to(decode_tps, 0.01), " tok/s (", f.text.stop(), ")")
+                         : cat("prompt ", f.prompt.size(), " tokens; stopped (", f.text.stop(), ") after ",
+                               round_to(seconds, 0.01), " s, before its first token");
+    log_info(speed, "; ", setup.binding.threads, " thread(s) per rank", exchange, "; peak RSS ",
+             static_cast<int>(peak_rss_mib()), " MiB");
     return finish();
   }
   if (o.json) {

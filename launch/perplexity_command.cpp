@@ -143,8 +143,11 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
   const Windows w = windows(p, base, file);
   const bool scorer = mpi.rank() == 0;
   std::unique_ptr<LogitsFileWriter> save;  // opened first: a path it cannot write is said before the load
-  if (scorer && !p.save_logits.empty())
-    save = std::make_unique<LogitsFileWriter>(p.save_logits, w.size, w.n_vocab, w.tokens);
+  if (scorer && !p.save_logits.empty()) {
+    std::vector<std::string> inputs{p.text_file};  // never replaced by what is written
+    for (int i = 0; i < file.parts(); ++i) inputs.push_back(file.part(i).path());
+    save = std::make_unique<LogitsFileWriter>(p.save_logits, w.size, w.n_vocab, w.tokens, inputs, "--save-logits");
+  }
   RunOptions o = options;
   o.ctx = w.size;
   // A step's rows of logits: the rank's, and whole_rows' padded, gathered

@@ -14,6 +14,11 @@
 
 namespace tps {
 
+Shard planned_shard(const RunOptions& o, const MpiSession& mpi, const GgufFile& file) {
+  return plan_shard(model_shape(file, read_model_config(file), parse_quantize(o.quantize)), choose_split(o), mpi.rank(),
+                    mpi.size());
+}
+
 RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file,
                              uint64_t command_bytes) {
   const ModelConfig c = read_model_config(file);
@@ -21,7 +26,7 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
     throw InputError(cat("--ctx ", o.ctx, ": more than the model's context length of ", c.n_ctx_train, " positions (",
                          file.path(), ")"));
   const QuantizePlan quantize = parse_quantize(o.quantize);
-  const Shard shard = plan_shard(model_shape(file, c, quantize), choose_split(o), mpi.rank(), mpi.size());
+  const Shard shard = planned_shard(o, mpi, file);
   const GeneratorOptions g = generator_options(o);
   const int threads = setup.binding.threads;
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/model/weights.h"
 #include "launch/rank_setup.h"
 #include "launch/run_options.h"
 #include "runtime/mpi_session.h"
@@ -22,6 +23,11 @@ struct RankMemory {
   uint64_t available = 0;  // the rank's part of its node's available memory
   uint64_t total() const { return weights + kv + buffers + exchange + command; }
 };
+
+// The shard this rank will hold, as check_rank_memory plans it from the
+// options and the opened file's header: what a command keeps per
+// vocabulary row of its own is counted from it.
+Shard planned_shard(const RunOptions& options, const MpiSession& mpi, const GgufFile& file);
 
 // From the opened model file's header. Also refuses --ctx beyond the model's
 // context length. command_bytes: what the command allocates besides. Throws

@@ -9,7 +9,7 @@ namespace tps {
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
   positions = 0, bytes = 0;
   if (text.empty()) return;
-  const std::optional<SizeText> size = parse_size(text);
+  const std::optional<SizeText> size = parse_size(text, "--kv-size");
   if (!size) throw InputError(cat("--kv-size '", text, "': expected positions (16384) or bytes per rank (2G, 512M)"));
   if (size->has_unit) {
     bytes = size->value;

@@ -21,6 +21,7 @@ struct RunOptions {
   SamplerParams sampler;
   bool seed_given = false;
   int ctx = 4096;
+  bool ctx_given = false;  // score: without --ctx, the context is the ids' length
   int batch = SessionOptions{}.max_batch;
   bool chat = false;
   bool show_analysis = false;

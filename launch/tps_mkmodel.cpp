@@ -1,8 +1,10 @@
 // tps-mkmodel: writes a synthetic gpt-oss GGUF file -- the real release's
 // architecture, tensor names, types and metadata, seeded random weights, the
 // real o200k_harmony vocabulary. Streams to disk with bounded memory.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/gguf/gguf_writer.h"
@@ -14,6 +16,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/output_file.h"
 #include "runtime/process.h"
 #include "topology/machine.h"
 
@@ -59,22 +62,25 @@ void apply_overrides(const Options& o, tps::ModelConfig& c) {
     throw tps::InputError(tps::cat("--experts-used ", c.n_expert_used, " is more than --experts ", c.n_expert));
 }
 
-// A complete file of this preset and seed already exists: nothing to do.
-bool up_to_date(const std::string& path, const tps::SyntheticSpec& spec) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
+// Why the file at path is not the model spec describes (its preset, seed,
+// shape and types); nullopt when it is.
+std::optional<std::string> differs(const std::string& path, const tps::SyntheticSpec& spec) {
   try {
     tps::GgufFile f = tps::GgufFile::open(path);
     tps::ModelConfig c = tps::read_model_config(f);
+    const std::optional<std::string_view> preset = f.find_string("tps.synthetic.preset");
+    if (!preset) return "not a synthetic model";
     bool same_types = true;
     for (const tps::TensorSpec& t : tps::gpt_oss_tensors(spec.config))
       same_types &= f.tensor(t.name).type == tps::synthetic_type(t, spec);
-    return f.find_string("tps.synthetic.preset") == spec.preset && f.find_u64("tps.synthetic.seed") == spec.seed &&
-           f.find_bool("tps.synthetic.rounded").value_or(false) == spec.rounded && c.n_layer == spec.config.n_layer &&
-           c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert && same_types;
+    if (*preset == spec.preset && f.find_u64("tps.synthetic.seed") == spec.seed &&
+        f.find_bool("tps.synthetic.rounded").value_or(false) == spec.rounded && c.n_layer == spec.config.n_layer &&
+        c.n_embd == spec.config.n_embd && c.n_expert == spec.config.n_expert && same_types)
+      return std::nullopt;
+    return tps::cat("a synthetic model of preset ", *preset, ", seed ", f.find_u64("tps.synthetic.seed").value_or(0),
+                    ", ", c.n_layer, " layers, d=", c.n_embd, ", ", c.n_expert, " experts, its own types");
   } catch (const tps::Error& e) {
-    tps::log_info(path, ": not usable (", e.what(), "); writing it again");
-    return false;
+    return tps::cat("not a model tps reads: ", e.what());
   }
 }
 
@@ -86,31 +92,40 @@ int run(const Options& o) {
   apply_overrides(o, spec.config);
   if (!o.types.empty()) set_synthetic_types(spec, o.types);
   if (!o.split_max_size.empty()) {
-    const std::optional<SizeText> size = parse_size(o.split_max_size);
+    const std::optional<SizeText> size = parse_size(o.split_max_size, "--split-max-size");
     if (!size || !size->has_unit)
       throw InputError(cat("--split-max-size '", o.split_max_size, "': expected a size with its unit (2G, 500M)"));
     spec.split_max_bytes = size->value;
   }
   std::string out = o.out.empty() ? cat("models/gpt-oss-", o.preset, ".gguf") : o.out;
   const std::vector<std::string> paths = synthetic_model_paths(spec, out);
-  if (o.if_missing && up_to_date(paths.front(), spec)) {
-    log_info(out, " is up to date");
-    return 0;
+  std::error_code ec;
+  const bool exists = std::any_of(paths.begin(), paths.end(), [&](const std::string& p) {
+    return std::filesystem::exists(std::filesystem::symlink_status(p, ec));
+  });
+  // An existing file is replaced only when asked (--force); --if-missing
+  // keeps the model it would write and refuses anything else, which may be
+  // what someone needs (never anything but a regular file, nor an input).
+  if (exists && o.if_missing) {
+    const std::optional<std::string> why = differs(paths.front(), spec);
+    if (!why) {
+      log_info(out, " is up to date");
+      return 0;
+    }
+    if (!o.force)
+      throw InputError(
+          cat("-o ", out, ": exists and is not the model --if-missing would write (", *why, "); --force replaces it"));
   }
-  // An existing model is replaced only when asked (--force), or when
-  // --if-missing found it incomplete or of another preset; anything but a
-  // regular file never (the writer refuses it too).
+  const std::vector<std::string> inputs{o.vocab_json};
   for (const std::string& p : paths) {
-    refuse_to_replace_special(p);
-    std::error_code ec;
-    if (!o.force && !o.if_missing && std::filesystem::exists(p, ec))
+    check_output_target(p, file_ids(inputs), "-o");
+    if (!o.force && !o.if_missing && std::filesystem::exists(std::filesystem::symlink_status(p, ec)))
       throw InputError(cat(p, " exists (--force replaces it)"));
   }
   std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   // The tensors and their metadata (the vocabulary: ~5 MB) must fit the disk.
   const uint64_t bytes = synthetic_tensor_bytes(spec) + (64ull << 20);
-  std::error_code ec;
   const std::filesystem::space_info disk = std::filesystem::space(parent.empty() ? "." : parent, ec);
   if (!ec && disk.available < bytes)
     throw InputError(cat("-o ", out, ": the model needs ", format_bytes(bytes), " but its file system has ",
@@ -122,7 +137,8 @@ int run(const Options& o) {
            " MB of tensors -> ", out, paths.size() > 1 ? cat(" in ", paths.size(), " parts") : "");
   Vocab vocab = build_o200k_harmony_vocab(o.vocab_json);
   ProgressLine progress("writing");
-  write_synthetic_model(spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); });
+  write_synthetic_model(
+      spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); }, inputs);
   log_info("wrote ", paths.size() > 1 ? cat(paths.size(), " parts, ", paths.front(), " ...") : out, " in ",
            static_cast<int>(seconds_since(t0) * 10) / 10.0, " s, peak RSS ", static_cast<int64_t>(peak_rss_mib()),
            " MiB");
@@ -162,7 +178,8 @@ int main(int argc, char** argv) {
                "round Q8_0 and MXFP4 tensors from the same values every other type rounds, so that one seed is "
                "one model in every type (to compare types); by default they are drawn as codes, another model");
   app.add_flag("--if-missing", o.if_missing,
-               "do nothing when the output is already a complete file of this preset and seed");
+               "do nothing when the output is already the model this would write (preset, seed, shape, types); "
+               "refuse any other file there (--force replaces it)");
   app.add_option("--vocab-json", o.vocab_json,
                  "o200k_base ranks from the npm package tiktoken (installed by "
                  "scripts/install-deps)")

@@ -1,6 +1,7 @@
 // tpsrun: the tps runner, started once per rank by `mpirun -np N tpsrun ...`
 // (or directly, as one rank). Every rank binds itself to its place in the
 // plan before doing anything else.
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -51,6 +52,9 @@ std::string runtime_versions() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Output to a reader gone is an error said in one line (standard output:
+  // Broken pipe), not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   Options o;
   tps::RunOptions run;
   run.model = kDefaultModel;
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
   tps::add_version_flag(app, runtime_versions);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   run.seed_given = seed->count() > 0;
+  run.ctx_given = ctx->count() > 0;
   if (serve->parsed() && parallel->count() == 0) run.parallel = 4;
   ppl.window_given = ctx->count() > 0;
   if (ppl.window_given) ppl.window = run.ctx;

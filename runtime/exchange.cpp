@@ -26,13 +26,13 @@ const char* transport_name(Transport t) {
 
 namespace {
 
-// out[i] = parts[0][i] + parts[1][i] + ... in rank order: the one summation
-// both transports use, so their results are identical.
-void add_in_rank_order(const float* const* parts, int ranks, float* out, size_t n) {
+// out[i] = parts[0][i] + parts[1][i] + ... in rank order, in two's
+// complement (exact: any order gives the same sum).
+void add_in_rank_order(const int64_t* const* parts, int ranks, int64_t* out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    float s = parts[0][i];
-    for (int r = 1; r < ranks; ++r) s += parts[r][i];
-    out[i] = s;
+    uint64_t s = static_cast<uint64_t>(parts[0][i]);
+    for (int r = 1; r < ranks; ++r) s += static_cast<uint64_t>(parts[r][i]);
+    out[i] = static_cast<int64_t>(s);
   }
 }
 
@@ -64,13 +64,13 @@ struct Exchange::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   // shm
   MPI_Win window = MPI_WIN_NULL;
-  size_t slot_floats = 0;
-  std::vector<Flag*> flags;         // per rank
-  std::vector<float*> slots[2];     // per parity, per rank
-  std::vector<const float*> parts;  // scratch: the slots of one sum
+  size_t slot_values = 0;
+  std::vector<Flag*> flags;           // per rank
+  std::vector<int64_t*> slots[2];     // per parity, per rank
+  std::vector<const int64_t*> parts;  // scratch: the slots of one sum
   uint64_t epoch = 0;
   // mpi
-  std::vector<float> gathered;  // [ranks][n]
+  std::vector<int64_t> gathered;  // [ranks][n]
   // posted receives, by handle
   std::unordered_map<int, MPI_Request> posted;
   int next_handle = 0;
@@ -78,7 +78,7 @@ struct Exchange::Impl {
 
 Exchange::Exchange() : impl_(std::make_unique<Impl>()) {}
 
-Exchange::Exchange(const MpiSession& mpi, const std::string& want, size_t max_floats)
+Exchange::Exchange(const MpiSession& mpi, const std::string& want, size_t max_values)
     : impl_(std::make_unique<Impl>()), rank_(mpi.rank()), size_(mpi.size()) {
   impl_->comm = mpi.world();
   const bool one_host = mpi.host_count() == 1;
@@ -101,12 +101,12 @@ Exchange::Exchange(const MpiSession& mpi, const std::string& want, size_t max_fl
   // Every rank allocates its own part (flag + two slots), page-aligned and
   // first touched by itself, so it lies on the rank's own NUMA node.
   Impl& s = *impl_;
-  s.slot_floats = max_floats;
+  s.slot_values = max_values;
   // Open MPI's window need not start on a cache line (UBSan saw one 8 bytes
   // past): each part starts at its first 64-byte boundary, which every
   // process finds at the same offset (the segment is mapped page-aligned).
-  const size_t part = kFlagBytes + 2 * max_floats * sizeof(float);
-  const MPI_Aint bytes = static_cast<MPI_Aint>(window_bytes(max_floats));
+  const size_t part = kFlagBytes + 2 * max_values * sizeof(int64_t);
+  const MPI_Aint bytes = static_cast<MPI_Aint>(window_bytes(max_values));
   auto line_aligned = [](void* p) {
     return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kFlagBytes - 1) & ~uintptr_t{kFlagBytes - 1});
   };
@@ -127,12 +127,12 @@ Exchange::Exchange(const MpiSession& mpi, const std::string& want, size_t max_fl
     MPI_Win_shared_query(s.window, r, &size, &unit, &base);
     uint8_t* p = line_aligned(base);
     s.flags.push_back(reinterpret_cast<Flag*>(p));
-    s.slots[0].push_back(reinterpret_cast<float*>(p + kFlagBytes));
-    s.slots[1].push_back(reinterpret_cast<float*>(p + kFlagBytes) + max_floats);
+    s.slots[0].push_back(reinterpret_cast<int64_t*>(p + kFlagBytes));
+    s.slots[1].push_back(reinterpret_cast<int64_t*>(p + kFlagBytes) + max_values);
   }
 }
 
-uint64_t Exchange::window_bytes(size_t max_floats) { return 2 * kFlagBytes + 2 * max_floats * sizeof(float); }
+uint64_t Exchange::window_bytes(size_t max_values) { return 2 * kFlagBytes + 2 * max_values * sizeof(int64_t); }
 
 Exchange::~Exchange() {
   // Freeing the window is collective: while an error unwinds this rank, the
@@ -156,22 +156,22 @@ class Timed {
 };
 }  // namespace
 
-void Exchange::sum(float* data, size_t n) {
+void Exchange::sum(int64_t* data, size_t n) {
   if (transport_ == Transport::solo || n == 0) return;
-  Timed timed(stats_, n * sizeof(float));
+  Timed timed(stats_, n * sizeof(int64_t));
   Impl& s = *impl_;
   if (transport_ == Transport::mpi) {
     s.gathered.resize(n * size_);
-    MPI_Allgather(data, static_cast<int>(n), MPI_FLOAT, s.gathered.data(), static_cast<int>(n), MPI_FLOAT, s.comm);
+    MPI_Allgather(data, static_cast<int>(n), MPI_INT64_T, s.gathered.data(), static_cast<int>(n), MPI_INT64_T, s.comm);
     for (int r = 0; r < size_; ++r) s.parts[r] = s.gathered.data() + r * n;
     add_in_rank_order(s.parts.data(), size_, data, n);
     return;
   }
-  for (size_t done = 0; done < n; done += s.slot_floats) {
-    const size_t len = std::min(s.slot_floats, n - done);
+  for (size_t done = 0; done < n; done += s.slot_values) {
+    const size_t len = std::min(s.slot_values, n - done);
     const uint64_t e = ++s.epoch;
-    std::vector<float*>& slot = s.slots[e & 1];
-    std::memcpy(slot[rank_], data + done, len * sizeof(float));
+    std::vector<int64_t*>& slot = s.slots[e & 1];
+    std::memcpy(slot[rank_], data + done, len * sizeof(int64_t));
     s.flags[rank_]->published.store(e, std::memory_order_release);
     for (int r = 0; r < size_; ++r) {
       wait_for(s.flags[r]->published, e);

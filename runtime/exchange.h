@@ -2,9 +2,10 @@
 // that split layers need (twice per layer), the small collectives of sampling,
 // and the point-to-point hand-off of a pipeline.
 //
-// Two transports for the sums, both giving every rank bit-identical results
-// (each rank adds the same partials in rank order, so ranks never disagree on
-// a router's choice, and the two transports agree with each other):
+// The sums are of fixed-point partials (int64, kernels/matmul.h's split-
+// invariant products), added exactly: every rank gets the same bits, which
+// are the bits one rank computing the whole sum gets, over either of two
+// transports:
 //   shm -- an MPI-3 shared-memory window on the node: each rank writes its
 //          partial into its own slot, raises a flag, and reads the others';
 //          one flag wait per sum, no copies through MPI. All ranks must share
@@ -32,12 +33,12 @@ class Exchange {
   Exchange();
   // Over the job's world communicator. want: "auto" (shm when every rank is on
   // this host, mpi otherwise), "shm" (InputError if the ranks span hosts) or
-  // "mpi". max_floats bounds the slot of a shared-memory sum (longer sums go in
-  // pieces). Collective.
-  Exchange(const MpiSession& mpi, const std::string& want, size_t max_floats);
-  // The bytes of shared memory each rank adds to the window for max_floats
+  // "mpi". max_values bounds the slot of a shared-memory sum (longer sums go
+  // in pieces). Collective.
+  Exchange(const MpiSession& mpi, const std::string& want, size_t max_values);
+  // The bytes of shared memory each rank adds to the window for max_values
   // (an upper bound: an mpi exchange allocates as it goes).
-  static uint64_t window_bytes(size_t max_floats);
+  static uint64_t window_bytes(size_t max_values);
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -46,8 +47,8 @@ class Exchange {
   int size() const { return size_; }
   Transport transport() const { return transport_; }
 
-  // data[i] = sum over ranks of their data[i], added in rank order.
-  void sum(float* data, size_t n);
+  // data[i] = sum over ranks of their data[i], in two's complement.
+  void sum(int64_t* data, size_t n);
   // all[r * bytes ...] = rank r's `bytes` bytes at mine.
   void all_gather(const void* mine, void* all, size_t bytes);
   void broadcast(void* data, size_t bytes, int root);

@@ -1,20 +1,87 @@
 #include "runtime/mpi_session.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <new>
+#include <sstream>
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/launcher_stdout.h"
 #include "runtime/log.h"
 
 namespace tps {
 
+namespace {
+
+// Open MPI's shared-memory transport (btl/vader; btl/sm from Open MPI 5)
+// keeps each rank's segment as a named file (/dev/shm/vader_segment.HOST.
+// JOB.RANK) that only a clean exit, or mpirun's cleanup after the ranks are
+// gone, removes: a job killed together with mpirun (SIGKILL, mpirun
+// interrupted twice during a long prefill, which gives up its cleanup) left
+// them in /dev/shm. Once every pair of ranks on the host has exchanged a
+// message, every rank maps every segment it will use (nothing attaches
+// later), so the names can go: the memory stays while a rank maps it and
+// returns to the system when the last one exits, however it ends. (Open MPI
+// unlinks a shared window's segment the same way, right after its ranks
+// attach.) Open MPI unlinks a rank's own segment in MPI_Finalize and
+// complains when it is gone, so a rank puts an empty file back under its
+// own name just before.
+bool is_transport_segment(const std::string& path) {
+  const std::string name = path.substr(path.rfind('/') + 1);
+  return name.starts_with("vader_segment.") || name.starts_with("sm_segment.");
+}
+
+// The transport segments this process maps, by path, not yet unlinked.
+std::vector<std::string> mapped_segments() {
+  std::vector<std::string> paths;
+  // Lines "address perms offset dev inode path"; shared mappings only.
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream fields(line);
+    std::string address, perms, offset, dev, inode, path;
+    fields >> address >> perms >> offset >> dev >> inode;
+    std::getline(fields >> std::ws, path);
+    if (perms.size() == 4 && perms[3] == 's' && !path.ends_with(" (deleted)") && is_transport_segment(path) &&
+        std::find(paths.begin(), paths.end(), path) == paths.end())
+      paths.push_back(path);
+  }
+  return paths;
+}
+
+void unlink_transport_segments(MPI_Comm node) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_size(node, &size);
+  if (size == 1) return;  // no local peer: no segment
+  std::vector<MPI_Request> requests;
+  std::vector<char> from(size);
+  const char hello = 1;
+  for (int r = 0; r < size; ++r)
+    if (r != rank) {
+      MPI_Isend(&hello, 1, MPI_CHAR, r, 0, node, &requests.emplace_back());
+      MPI_Irecv(&from[r], 1, MPI_CHAR, r, 0, node, &requests.emplace_back());
+    }
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  MPI_Barrier(node);  // every rank has attached every segment
+  for (const std::string& path : mapped_segments())
+    unlink(path.c_str());  // the first rank to get there wins; the others find it gone
+}
+
+}  // namespace
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // Before any message: the one segment mapped is this rank's own.
+  own_segments_ = mapped_segments();
   // Errors in MPI calls end the job (the default, made explicit): a failed
   // collective on one rank must not leave the others waiting.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
@@ -30,6 +97,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_);
   MPI_Comm_rank(node_comm_, &local_rank_);
   MPI_Comm_size(node_comm_, &local_size_);
+  unlink_transport_segments(node_comm_);
   // Hosts = number of node-local rank-0s.
   int is_leader = local_rank_ == 0 ? 1 : 0;
   MPI_Allreduce(&is_leader, &host_count_, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -38,6 +106,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 MpiSession::~MpiSession() {
   if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
   if (failure_comm_ != MPI_COMM_NULL) MPI_Comm_free(&failure_comm_);
+  finalize();
+}
+
+void MpiSession::finalize() const {
+  for (const std::string& path : own_segments_) {  // for MPI_Finalize to unlink (see above)
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
+  }
   MPI_Finalize();
 }
 
@@ -90,26 +166,56 @@ void print_line(const std::string& line) {
 }  // namespace
 
 void MpiSession::end_job(const std::string& message, int exit_code) const {
+  // What was printed goes out first: _Exit and MPI_Abort flush nothing, and
+  // a run stopped by a signal prints its results before it ends non-zero.
+  std::fflush(stdout);
   if (size_ == 1) {
     print_line(cat(log_tool(), ": ", message, "\n"));
-    MPI_Finalize();
+    finalize();
     std::_Exit(exit_code);
   }
-  // Did every rank fail? Each failing rank joins this reduction on a
-  // communicator of its own; it completes only when all have.
-  int one = 1, failed = 0;
-  MPI_Request request;
-  MPI_Iallreduce(&one, &failed, 1, MPI_INT, MPI_SUM, failure_comm_, &request);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kAgreeSeconds);
-  int done = 0;
-  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (done) {
+  // Every other rank hears of it: those that fail too say so the same way,
+  // and a healthy one never answers (it waits for this rank elsewhere).
+  constexpr int kNotice = 1;
+  std::vector<MPI_Request> sent;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_)
+      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_CHAR, r, kNotice, failure_comm_,
+                &sent.emplace_back());
+  std::vector<bool> failed(size_, false);
+  failed[rank_] = true;
+  int count = 1;
+  using Clock = std::chrono::steady_clock;
+  const auto give_up = Clock::now() + std::chrono::duration<double>(kAgreeSeconds);
+  auto quiet = Clock::now() + std::chrono::duration<double>(kQuietSeconds);
+  while (count < size_ && Clock::now() < quiet && Clock::now() < give_up) {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kNotice, failure_comm_, &arrived, &status);
+    if (!arrived) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_CHAR, &bytes);
+    std::string theirs(static_cast<size_t>(bytes), '\0');
+    MPI_Recv(theirs.data(), bytes, MPI_CHAR, status.MPI_SOURCE, kNotice, failure_comm_, MPI_STATUS_IGNORE);
+    if (!failed[status.MPI_SOURCE]) failed[status.MPI_SOURCE] = true, ++count;
+    quiet = Clock::now() + std::chrono::duration<double>(kQuietSeconds);  // more may be on their way
+  }
+  if (count == size_) {  // every rank failed: all heard every notice, so every send was received
+    MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
     if (rank_ == 0) print_line(cat(log_tool(), ": ", message, "\n"));
-    MPI_Finalize();
+    finalize();
     std::_Exit(exit_code);
   }
+  // Not every rank: the lowest failing one that this rank heard of speaks
+  // and ends the job; a higher one leaves it the time to.
+  for (int r = 0; r < rank_; ++r)
+    if (failed[r]) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(kAgreeSeconds));
+      break;
+    }
   print_line(cat(log_tool(), ": rank ", rank_, " on ", host_, ": ", message, "\n"));
   MPI_Abort(MPI_COMM_WORLD, exit_code);  // does not return
   std::_Exit(exit_code);
@@ -118,6 +224,11 @@ void MpiSession::end_job(const std::string& message, int exit_code) const {
 int run_on_all_ranks(int argc, char** argv, const std::function<int(MpiSession&)>& body) {
   MpiSession mpi(&argc, &argv);
   log_set_rank(mpi.rank(), mpi.size());
+  if (mpi.rank() == 0) {  // the rank that prints writes where mpirun would, so that a failed write is its own
+    std::string why;
+    adopt_launcher_stdout(why);
+    log_debug(why);
+  }
   int code = 0;
   std::string message;
   try {

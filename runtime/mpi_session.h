@@ -41,21 +41,28 @@ class MpiSession {
   // the same answer (every host's, together) on every rank. Collective.
   bool same_on_host(const std::string& text) const;
 
-  // Ends the job after a failure on this rank, saying it once. When every
-  // rank fails within kAgreeSeconds (bad input all of them see), rank 0
-  // alone prints "TOOL: message" and every rank exits with its code through
-  // MPI_Finalize: no abort notice (mpirun -q silences its own remark on the
-  // exit code). Otherwise this rank prints "TOOL: rank R on HOST: message"
-  // and ends every rank with MPI_Abort. One rank alone prints "TOOL:
-  // message" and exits. TOOL is log_tool(). Never returns.
+  // Ends the job after a failure on this rank, saying it once. The rank
+  // tells every other rank (a notice on a communicator of its own) and
+  // listens for theirs while they keep coming, kQuietSeconds after the
+  // last (kAgreeSeconds at most). When every rank has failed (bad input all
+  // of them see), rank 0 alone prints "TOOL: message" and every rank exits
+  // with its code through MPI_Finalize: no abort notice (mpirun -q silences
+  // its own remark on the exit code). Otherwise the lowest failing rank
+  // prints "TOOL: rank R on HOST: message" and ends every rank with
+  // MPI_Abort -- a failure the others do not share ends the job within
+  // kQuietSeconds, not after the others had every chance to fail too. One
+  // rank alone prints "TOOL: message" and exits. TOOL is log_tool(). Never
+  // returns.
   [[noreturn]] void end_job(const std::string& message, int exit_code) const;
-  static constexpr double kAgreeSeconds = 2.0;
+  static constexpr double kQuietSeconds = 0.25, kAgreeSeconds = 2.0;
 
  private:
+  void finalize() const;  // MPI_Finalize, with this rank's segment name back for it
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, host_count_ = 1;
+  std::vector<std::string> own_segments_;  // Open MPI's shared-memory files this rank made (mpi_session.cpp)
   std::string host_;
   MPI_Comm node_comm_ = MPI_COMM_NULL;
-  MPI_Comm failure_comm_ = MPI_COMM_NULL;  // a world of its own, for end_job's agreement
+  MPI_Comm failure_comm_ = MPI_COMM_NULL;  // a world of its own, for end_job's notices
 };
 
 // The rank a launcher (mpirun, srun) gave this process, read from its

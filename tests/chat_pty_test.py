@@ -3,9 +3,13 @@
 question streams an answer and the prompt comes back; /stats, /reasoning and
 /reset answer; a second question reuses the conversation's cached prefix;
 Ctrl-C during an answer stops it and keeps the chat; /quit leaves with exit
-code 0.
+code 0. The terminal is the session's own and the chat runs as an
+interactive shell runs a job (a process group of its own, in the terminal's
+foreground), so Ctrl-C is the ^C byte the terminal turns into SIGINT for its
+foreground group. With --mpiexec the chat runs under `mpirun -np 2`, where
+that group is mpirun's, and mpirun ends the whole job on SIGINT.
 
-  chat_pty_test.py --tpsrun PATH --model FILE
+  chat_pty_test.py --tpsrun PATH --model FILE [--mpiexec "mpirun --oversubscribe"]
 """
 
 import argparse
@@ -13,25 +17,71 @@ import os
 import pty
 import re
 import select
+import shlex
 import signal
-import subprocess
 import sys
 import time
+
+
+def start(cmd):
+    """Starts cmd in a new session on a new pseudo-terminal, as a shell with
+    job control would: returns the shell's pid and the terminal's master."""
+    master, slave = pty.openpty()
+    name = os.ttyname(slave)
+    shell = os.fork()
+    if shell == 0:
+        try:
+            os.close(master)
+            os.setsid()
+            tty = os.open(name, os.O_RDWR)  # the session's controlling terminal
+            os.close(slave)
+            signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+            job = os.fork()
+            if job == 0:
+                os.setpgid(0, 0)
+                signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+                for fd in (0, 1, 2):
+                    os.dup2(tty, fd)
+                os.execvp(cmd[0], cmd)
+            try:
+                os.setpgid(job, job)  # both set it, as shells do: whichever runs first
+            except OSError:
+                pass
+            os.tcsetpgrp(tty, job)
+            _, status = os.waitpid(job, 0)
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+        except BaseException:
+            os._exit(127)
+    os.close(slave)
+    return shell, master
+
+
+def kill_session(sid):
+    """Every process of the session, killed."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getsid(int(entry)) == sid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tpsrun", required=True)
     p.add_argument("--model", required=True)
+    p.add_argument("--mpiexec", help="run under this launcher with 2 ranks")
     args = p.parse_args()
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([args.tpsrun, "-q", "chat", "-m", args.model, "-n", "1200", "--temp", "0", "-t", "1"],
-                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True, close_fds=True)
-    os.close(slave)
+    cmd = [args.tpsrun, "-q", "chat", "-m", args.model, "-n", "1200", "--temp", "0", "-t", "1"]
+    if args.mpiexec:
+        cmd = [*shlex.split(args.mpiexec), "-q", "-np", "2", *cmd]
+    shell, master = start(cmd)
     seen = ""
 
     def fail(what):
-        proc.kill()
+        kill_session(shell)
         print(f"FAIL: {what}\n--- terminal ---\n{seen[-2000:]}")
         sys.exit(1)
 
@@ -87,7 +137,7 @@ def main():
     print("ok: /reset")
     send("Tell me a long story\n")
     read_until(r"story\r?\n\S")
-    os.killpg(proc.pid, signal.SIGINT)
+    send("\x03")  # Ctrl-C: SIGINT to the terminal's foreground group
     read_until(r"\(stopped\)\r?\n> $", 60)
     send("/stats\n")
     m = read_until(r"last answer: (\d+) tokens")
@@ -95,10 +145,12 @@ def main():
         fail("the stopped answer ran to its length")
     print(f"ok: Ctrl-C stopped the answer after {m.group(1)} tokens and the chat goes on")
     send("/quit\n")
-    try:
-        code = proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        fail("/quit did not end the chat")
+    deadline = time.time() + 30
+    while (ended := os.waitpid(shell, os.WNOHANG))[0] == 0:
+        if time.time() > deadline:
+            fail("/quit did not end the chat")
+        time.sleep(0.1)
+    code = os.waitstatus_to_exitcode(ended[1])
     if code != 0:
         fail(f"exit code {code}")
     print("ok: /quit leaves with exit code 0\nall checks passed")

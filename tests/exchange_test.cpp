@@ -1,6 +1,6 @@
-// The exchange between ranks, on 1-4 ranks of one host: sums over both
-// transports (the same bits on every rank and from either transport), and
-// the small collectives.
+// The exchange between ranks, on 1-4 ranks of one host: sums of fixed-point
+// partials over both transports (exact: the same bits on every rank, from
+// either transport, and as one rank adding them), and the small collectives.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,25 +13,29 @@ namespace {
 
 using testing::mpi;
 
-// Values every rank can compute for any rank: partial r, element i.
-float part(int r, size_t i) { return std::sin(0.37f * static_cast<float>(i) + r) * (r + 1) * 1e3f; }
+// Values every rank can compute for any rank: partial r, element i, of
+// either sign and up to 2^60 in magnitude (sums of several wrap around in
+// between and still come out right).
+int64_t part(int r, size_t i) {
+  return static_cast<int64_t>(std::sin(0.37 * static_cast<double>(i) + r) * 0x1p60) + static_cast<int64_t>(i) * r;
+}
 
-TEST(Exchange, SumsInRankOrderOverBothTransports) {
+TEST(Exchange, SumsExactlyOverBothTransports) {
   const int R = mpi().size();
-  // Longer than the shared slot (1000 floats), so sums go in pieces too.
+  // Longer than the shared slot (1000 values), so sums go in pieces too.
   const size_t n = 2880 * 3 + 5;
-  std::vector<float> want(n);
+  std::vector<int64_t> want(n);
   for (size_t i = 0; i < n; ++i) {
-    float s = part(0, i);
-    for (int r = 1; r < R; ++r) s += part(r, i);
-    want[i] = s;
+    uint64_t s = 0;
+    for (int r = R - 1; r >= 0; --r) s += static_cast<uint64_t>(part(r, i));  // any order: exact
+    want[i] = static_cast<int64_t>(s);
   }
   for (const char* how : {"shm", "mpi", "auto"}) {
     SCOPED_TRACE(how);
     Exchange ex(mpi(), how, 1000);
     EXPECT_EQ(ex.transport(), R == 1 ? Transport::solo : std::string(how) == "mpi" ? Transport::mpi : Transport::shm);
     for (int round = 0; round < 3; ++round) {  // the slots alternate
-      std::vector<float> x(n);
+      std::vector<int64_t> x(n);
       for (size_t i = 0; i < n; ++i) x[i] = part(mpi().rank(), i);
       ex.sum(x.data(), n);
       EXPECT_EQ(x, want) << "round " << round;

@@ -2,17 +2,20 @@
 """Signals during generation: SIGTERM and SIGINT, to one rank or to mpirun
 (which passes them on to every rank), stop the run at its next step within
 5 s: what was generated is printed, one line says why, every rank is gone,
-and no shared-memory segment is left in /dev/shm.
+and no shared-memory segment is left in /dev/shm. A job killed outright,
+mpirun with it, during a long prefill leaves no segment either.
 
   fault_test.py --tpsrun build/bin/tpsrun --model build/models/gpt-oss-small.gguf --mpiexec "mpirun --oversubscribe"
 """
 
 import argparse
+import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -76,6 +79,63 @@ class Signals(unittest.TestCase):
 
     def test_sigint_to_mpirun(self):
         self.stop(signal.SIGINT, 2)
+
+    def stop_json(self, ranks):
+        # --json prints its object once the run stops: whole, though the job
+        # then ends non-zero (nothing buffered may be dropped on the way out).
+        cmd = [ARGS.tpsrun, "-m", ARGS.model, "-p", "hi", "--temp", "0", "--ctx", "131072", "-n", "100000", "--json"]
+        if ranks > 1:
+            cmd = [*shlex.split(ARGS.mpiexec), "-np", str(ranks), *cmd]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for line in p.stderr:  # generation is about to begin
+                if "KV pool:" in line:
+                    break
+            time.sleep(1)
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        where = f"{shlex.join(cmd[:3])} ... after SIGTERM: rc {p.returncode}, stdout {out[-300:]!r}, stderr {err!r}"
+        self.assertNotEqual(p.returncode, 0, where)
+        self.assertEqual(json.loads(out)["stop"], "SIGTERM", where)
+
+    def test_sigterm_json_is_whole_one_rank(self):
+        self.stop_json(1)
+
+    def test_sigterm_json_is_whole_under_mpirun(self):
+        self.stop_json(2)
+
+    def test_killed_with_mpirun_leaves_no_segment(self):
+        # Open MPI's shared-memory segments go in a directory of this test's
+        # own; mpirun and both ranks are killed (SIGKILL: no cleanup runs, as
+        # when mpirun is interrupted twice) during a long prefill.
+        with tempfile.TemporaryDirectory() as shm:
+            env = dict(os.environ, OMPI_MCA_btl_vader_backing_directory=shm, OMPI_MCA_osc_sm_backing_directory=shm)
+            prompt = " ".join(["river stone cloud music paper light"] * 3000)
+            cmd = [*shlex.split(ARGS.mpiexec), "-np", "2", ARGS.tpsrun, "-m", ARGS.model, "-p", prompt,
+                   "-n", "4", "--ctx", "32768"]
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+            try:
+                for line in p.stderr:  # the model is loaded, the prompt's prefill under way
+                    if "KV pool:" in line:
+                        break
+                time.sleep(1)
+                ranks = [int(x) for x in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                                        text=True).stdout.split()]
+                self.assertEqual(len(ranks), 2)
+                for pid in [p.pid, *ranks]:
+                    os.kill(pid, signal.SIGKILL)
+                p.wait(timeout=30)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            time.sleep(0.5)
+            self.assertEqual([pid for pid in ranks if alive(pid)], [])
+            self.assertEqual(os.listdir(shm), [])
 
 
 def main():

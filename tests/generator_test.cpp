@@ -9,7 +9,9 @@
 // prompt prefix reused from the cache against computing it again.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "engine/sched/generator.h"
 #include "engine/step/session.h"
@@ -181,6 +183,99 @@ TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {
   EXPECT_TRUE(got[sc] == alone(m, pool, c, n));  // admitted in b's place
   EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::full), 0);
   EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::sliding), 0);
+}
+
+// A constrained sequence on a random-weight model, which left alone never
+// writes JSON: sampled at temperature 1 from the masked logits, every
+// output is the schema's JSON, for several seeds, batched beside an
+// unconstrained sequence that keeps its own tokens; and a harmony turn
+// whose analysis spends its budget is closed by the engine.
+TEST(Generator, ConstrainedOutputIsAlwaysTheSchemasJson) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  const std::string schema =
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"n":{"type":"integer","minimum":0,
+          "maximum":99},"ok":{"type":"boolean"}},"required":["name","n","ok"],"additionalProperties":false})";
+  GeneratorOptions o;
+  o.max_sequences = 2, o.context = 256;
+  for (uint64_t seed : {1, 2, 3}) {
+    SCOPED_TRACE(seed);
+    Exchange solo;
+    Generator gen(m, pool, solo, o);
+    SequenceParams constrained, free;
+    constrained.sampler.temperature = free.sampler.temperature = 1;
+    constrained.sampler.seed = free.sampler.seed = seed;
+    constrained.max_new = 200, free.max_new = 20;
+    constrained.constraint = R"({"format":"json_schema","schema":)" + schema + "}";
+    gen.add(prompt(6, 1), constrained);
+    const int f = gen.add(prompt(6, 1), free);
+    std::string text;
+    std::vector<int32_t> free_ids;
+    bool ended = false;
+    Generator::Events ev;
+    ev.token = [&](int seq, const Pick& p) {
+      if (seq == f) {
+        free_ids.push_back(p.id);
+        return free_ids.size() < 20;
+      }
+      if (m.tokenizer.is_control(p.id)) return !(ended = true);  // an end token: the JSON is whole
+      text += m.tokenizer.token_bytes(p.id);
+      return true;
+    };
+    ev.context_full = [](int) { FAIL() << "context full"; };
+    ev.waiting = [](int, const std::string&) {};
+    ev.between_steps = [](bool idle) { return !idle; };
+    gen.run(ev);
+    EXPECT_TRUE(ended) << text;
+    std::printf("seed %d: %s\n", static_cast<int>(seed), text.c_str());
+    const nlohmann::json j = nlohmann::json::parse(text);  // throws if not JSON
+    EXPECT_TRUE(j.at("name").is_string() && j.at("name").get<std::string>().size() <= 12 * 4) << text;
+    EXPECT_TRUE(j.at("n").is_number_integer() && j["n"].get<int>() >= 0 && j["n"].get<int>() <= 99) << text;
+    EXPECT_TRUE(j.at("ok").is_boolean()) << text;
+    EXPECT_EQ(j.size(), 3u) << text;
+    // The unconstrained neighbour drew what it draws alone.
+    Exchange solo2;
+    Generator alone_gen(m, pool, solo2, o);
+    alone_gen.add(prompt(6, 1), free);
+    std::vector<int32_t> alone_ids;
+    ev.token = [&](int, const Pick& p) {
+      alone_ids.push_back(p.id);
+      return alone_ids.size() < 20;
+    };
+    alone_gen.run(ev);
+    EXPECT_EQ(free_ids, alone_ids);
+  }
+}
+
+TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  GeneratorOptions o;
+  o.context = 256;
+  Exchange solo;
+  Generator gen(m, pool, solo, o);
+  SequenceParams p;
+  p.sampler.temperature = 1, p.sampler.seed = 5, p.max_new = 120;
+  p.constraint = R"({"format":"harmony","reasoning_budget":6,"final":{"schema":{"type":"boolean"}}})";
+  gen.add(prompt(6, 2), p);
+  std::vector<int32_t> ids;
+  Generator::Events ev;
+  ev.token = [&](int, const Pick& pick) {
+    ids.push_back(pick.id);
+    return pick.id != m.tokenizer.special_id("<|return|>").value();
+  };
+  ev.context_full = [](int) { FAIL() << "context full"; };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [](bool idle) { return !idle; };
+  gen.run(ev);
+  // <|channel|> analysis <|message|> (a token or two for "analysis"), six
+  // tokens of thought, <|end|>.
+  const int32_t end = m.tokenizer.special_id("<|end|>").value();
+  const auto at = std::find(ids.begin(), ids.end(), end);
+  ASSERT_NE(at, ids.end());
+  const auto message = std::find(ids.begin(), ids.end(), m.tokenizer.special_id("<|message|>").value());
+  EXPECT_EQ(at - message - 1, 6);
+  EXPECT_EQ(ids.back(), m.tokenizer.special_id("<|return|>").value());
 }
 
 }  // namespace

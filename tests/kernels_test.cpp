@@ -203,6 +203,156 @@ TEST(Kernels, EveryIsaMatchesTheScalarReference) {
       }
 }
 
+// Fixed-point products (matmul_rows_fixed): every ISA against the scalar
+// reference, and the property they exist for -- a row cut into two
+// matrices at any block (as a split across ranks cuts it), each part packed
+// and its activations quantized on their own, gives parts whose int64 sum
+// is the whole row's result to the bit.
+std::vector<uint8_t> packed_columns(GgmlType type, const std::vector<uint8_t>& file, int64_t rows, int64_t cols,
+                                    int64_t begin, int64_t end) {
+  const uint64_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> out(rows * packed_row_bytes(type, end - begin) + kPackedOverread, 0xFF);
+  pack_rows(type, file.data() + row_bytes(type, begin), rb, out.data(), rows, end - begin);
+  return out;
+}
+
+TEST(Kernels, FixedSumsAreTheSameBitsForAnyCutOfARow) {
+  const int64_t rows = 5;
+  const int tokens = 3;
+  const float scale[tokens] = {1.0f, 0.3125f, 0.0078125f};
+  for (Isa isa : supported_isas())
+    for (GgmlType type : kPackedTypes)
+      for (int64_t cols : test_cols(type)) {
+        const int64_t block = ggml_type_info(static_cast<uint32_t>(type))->block_elems;
+        const std::vector<uint8_t> file = file_rows(type, rows, cols, static_cast<uint32_t>(3 * cols));
+        const std::vector<float> x = random_floats(tokens * cols, 17, 1e-7f);
+        auto product = [&](int64_t begin, int64_t end) {
+          const std::vector<uint8_t> w = packed_columns(type, file, rows, cols, begin, end);
+          std::vector<float> xs(tokens * (end - begin));
+          for (int t = 0; t < tokens; ++t)
+            std::copy_n(x.data() + t * cols + begin, end - begin, xs.data() + t * (end - begin));
+          QuantizedActivations qa;
+          qa.quantize(xs.data(), tokens, end - begin);
+          const Matrix m{type, rows, end - begin, w.data(), packed_row_bytes(type, end - begin)};
+          std::vector<int64_t> y(tokens * rows);
+          EXPECT_TRUE(
+              matmul_rows_fixed(kernel_set(isa), m, 0, rows, qa.view(xs.data(), 0, tokens), scale, y.data(), rows));
+          return y;
+        };
+        const std::vector<int64_t> whole = product(0, cols);
+        for (int64_t cut = block; cut < cols; cut += std::max(block, cols / 7 / block * block)) {
+          const std::vector<int64_t> a = product(0, cut), b = product(cut, cols);
+          for (int64_t i = 0; i < tokens * rows; ++i)
+            ASSERT_EQ(a[i] + b[i], whole[i])
+                << type_name(type) << " cols=" << cols << " cut at " << cut << " isa=" << isa_name(isa);
+        }
+      }
+}
+
+TEST(Kernels, FixedSumsOfEveryIsaMatchTheScalarReference) {
+  for (GgmlType type : kPackedTypes)
+    for (int64_t cols : test_cols(type))
+      for (auto [rows, tokens] : {std::pair{1, 1}, {5, 1}, {9, 2}, {3, 3}, {6, 17}}) {
+        const std::vector<uint8_t> file = file_rows(type, rows, cols, 5 * rows + tokens);
+        const std::vector<uint8_t> w = packed(type, file, cols);
+        const std::vector<float> x = random_floats(tokens * cols, 8 + tokens, 1e-7f);
+        std::vector<float> scale(tokens);
+        for (int t = 0; t < tokens; ++t) scale[t] = 1.0f / (1 + t);
+        QuantizedActivations qa;
+        qa.quantize(x.data(), tokens, cols);
+        const Activations a = qa.view(x.data(), 0, tokens);
+        const Matrix m{type, rows, cols, w.data(), packed_row_bytes(type, cols)};
+        std::vector<float> plain(tokens * rows);
+        matmul_rows(kScalarKernels, m, 0, rows, a, plain.data(), rows);
+        std::vector<int64_t> want(tokens * rows), got(tokens * rows);
+        ASSERT_TRUE(matmul_rows_fixed(kScalarKernels, m, 0, rows, a, scale.data(), want.data(), rows));
+        for (Isa isa : supported_isas()) {
+          ASSERT_TRUE(matmul_rows_fixed(kernel_set(isa), m, 0, rows, a, scale.data(), got.data(), rows));
+          for (int t = 0; t < tokens; ++t)
+            for (int r = 0; r < rows; ++r) {
+              // The blocks' products differ from the scalar ones by float
+              // rounding only (a fused multiply-add where it multiplies and
+              // adds), and the fixed sum is the float one weighed: a few
+              // ulps of the sum of |w x|, weighed.
+              const std::vector<float> xf = dequantized(a, t);
+              std::vector<float> wf(cols);
+              dequantize_row(type, file.data() + r * row_bytes(type, cols), wf.data(), cols);
+              double magnitude = 0;
+              for (int64_t i = 0; i < cols; ++i) magnitude += std::fabs(double(wf[i]) * xf[i]);
+              const double tolerance = 1e-5 * magnitude * scale[t] + 1e-8;
+              const float g = fixed_to_float(got[t * rows + r]);
+              EXPECT_NEAR(g, fixed_to_float(want[t * rows + r]), tolerance)
+                  << type_name(type) << " cols=" << cols << " " << rows << "x" << tokens << " row " << r << " token "
+                  << t << " isa=" << isa_name(isa);
+              EXPECT_NEAR(g, plain[t * rows + r] * scale[t], tolerance) << type_name(type) << " cols=" << cols;
+              int64_t alone;
+              ASSERT_TRUE(kernel_set(isa).matmul_fixed(type)(w.data(), m.row_bytes, rows, r, r + 1,
+                                                             qa.view(x.data(), t, 1), &scale[t], &alone, 1));
+              EXPECT_EQ(alone, got[t * rows + r]) << "row " << r << " token " << t << " alone, isa=" << isa_name(isa);
+            }
+        }
+      }
+}
+
+TEST(Kernels, FixedSumsOfFloatWeightsAreTheSameBitsForAnyCut) {
+  const int64_t rows = 3, cols = 2880;
+  const int tokens = 2;
+  for (Isa isa : supported_isas())
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+      const std::vector<uint8_t> file = file_rows(type, rows, cols, 31);
+      const std::vector<float> x = random_floats(tokens * cols, 32);
+      const uint64_t rb = row_bytes(type, cols);
+      auto product = [&](int64_t begin, int64_t end) {
+        std::vector<uint8_t> w(rows * row_bytes(type, end - begin));
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(w.data() + r * row_bytes(type, end - begin), file.data() + r * rb + row_bytes(type, begin),
+                      row_bytes(type, end - begin));
+        std::vector<float> xs(tokens * (end - begin));
+        for (int t = 0; t < tokens; ++t)
+          std::copy_n(x.data() + t * cols + begin, end - begin, xs.data() + t * (end - begin));
+        const Matrix m{type, rows, end - begin, w.data(), row_bytes(type, end - begin)};
+        std::vector<int64_t> y(tokens * rows);
+        const Activations a{.f = xs.data(), .cols = end - begin, .tokens = tokens};
+        EXPECT_TRUE(matmul_rows_fixed(kernel_set(isa), m, 0, rows, a, nullptr, y.data(), rows));
+        return y;
+      };
+      const std::vector<int64_t> whole = product(0, cols);
+      for (int64_t cut : {32, 1440, 2848}) {
+        const std::vector<int64_t> a = product(0, cut), b = product(cut, cols);
+        for (int64_t i = 0; i < tokens * rows; ++i)
+          ASSERT_EQ(a[i] + b[i], whole[i]) << type_name(type) << " cut at " << cut << " isa=" << isa_name(isa);
+      }
+    }
+}
+
+TEST(Kernels, FixedSumsRefuseProductsPastTheirRange) {
+  const int64_t rows = 4, cols = 256;
+  for (Isa isa : supported_isas())
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F32}) {
+      std::vector<float> wf(rows * cols, 1.0f);
+      std::vector<uint8_t> file(rows * row_bytes(type, cols));
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(type, wf.data() + r * cols, file.data() + r * row_bytes(type, cols), cols);
+      const std::vector<uint8_t> w = type == GgmlType::F32 ? file : packed(type, file, cols);
+      const Matrix m{type, rows, cols, w.data(),
+                     type == GgmlType::F32 ? row_bytes(type, cols) : packed_row_bytes(type, cols)};
+      for (float value : {1e3f, 1e5f, std::nanf("")}) {
+        if (std::isnan(value) && type != GgmlType::F32) continue;  // int8 activations cannot hold one
+        std::vector<float> x(cols, value);                         // a block's product: 32 x value
+        QuantizedActivations qa;
+        qa.quantize(x.data(), 1, cols);
+        std::vector<int64_t> y(rows);
+        const bool in_range = value * 32 < 0x1p19f;
+        EXPECT_EQ(matmul_rows_fixed(kernel_set(isa), m, 0, rows, qa.view(x.data(), 0, 1), nullptr, y.data(), rows),
+                  in_range)
+            << type_name(type) << " x=" << value << " isa=" << isa_name(isa);
+        if (in_range) {
+          EXPECT_NEAR(fixed_to_float(y[0]), value * cols, value * cols * 1e-2);
+        }
+      }
+    }
+}
+
 TEST(Kernels, FloatKernelsOfEveryIsaMatchTheScalarReference) {
   for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
     for (int64_t n : {1, 7, 8, 15, 16, 33, 2880, 4099}) {

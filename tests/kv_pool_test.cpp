@@ -129,6 +129,50 @@ TEST(KvPool, BytesOfEachType) {
   for (const char* name : {"", "q8", "f64", "q4_0", "f16 "}) EXPECT_FALSE(parse_kv_type(name)) << name;
 }
 
+// A key or value past what the type keeps (f16's 65504, q8_0's scale past
+// f16's, bf16's largest finite; an infinity too) is stored as that limit,
+// never as inf, and the pool says so once.
+TEST(KvPool, ValuesBeyondTheCacheTypeAreClampedWithOneWarning) {
+  const int hd = 40;  // q8_0: a block of 32 and a short one
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+    const float limit = kv_type_limit(type);
+    std::vector<float> x(hd, 0.5f);
+    x[3] = 1e5f, x[7] = -1e9f, x[33] = 3.4e38f, x[39] = -INFINITY;
+    std::vector<uint8_t> keys(kv_key_block_bytes(type, hd)), values(kv_value_bytes(type, hd));
+    const int beyond =
+        static_cast<int>(std::count_if(x.begin(), x.end(), [&](float e) { return std::fabs(e) > limit; }));
+    EXPECT_EQ(beyond, type == KvType::f16 ? 4 : type == KvType::q8_0 ? 3 : 2);
+    EXPECT_EQ(store_keys(type, keys.data(), hd, 5, x.data()), beyond) << kv_type_name(type);
+    EXPECT_EQ(store_values(type, values.data(), hd, x.data()), beyond) << kv_type_name(type);
+    for (int i = 0; i < hd; ++i) {
+      const float k = key_at(type, keys.data(), hd, i, 5), v = value_at(type, values.data(), hd, i);
+      ASSERT_TRUE(std::isfinite(k) && std::isfinite(v)) << kv_type_name(type) << " element " << i;
+      if (std::fabs(x[i]) > limit) {  // the type's limit, as it keeps it
+        EXPECT_NEAR(k, std::copysign(limit, x[i]), limit * 1e-3) << kv_type_name(type) << " element " << i;
+        EXPECT_NEAR(v, std::copysign(limit, x[i]), limit * 1e-3) << kv_type_name(type) << " element " << i;
+      }
+    }
+  }
+  EXPECT_EQ(kv_type_limit(KvType::f16), 65504.0f);
+  // The pool: attention over clamped keys and values is finite; one warning.
+  const OneLayer layer(1, hd, false);
+  KvPool pool(layer.config, layer.shard, KvType::f16, 1, 0);
+  std::vector<float> k(hd, 1.0f), v(hd, 2e5f);
+  ::testing::internal::CaptureStderr();
+  pool.store(0, 0, 0, k.data(), v.data());
+  pool.store(0, 0, 1, v.data(), k.data());
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+  EXPECT_NE(said.find("warning: KV cache f16: 40 key or value element(s) of layer 0 beyond what it keeps (+-65504)"),
+            std::string::npos)
+      << said;
+  std::vector<float> q(hd, 1.0f), scores(2), out(hd);
+  const float sink = 0;
+  const std::vector<int32_t> table = {0};
+  pool.attend(kernel_set(Isa::scalar), 0, table, 0, q.data(), 1, 0, 0, 1, 0.125f, &sink, scores.data(), out.data());
+  for (float o : out) EXPECT_TRUE(std::isfinite(o)) << o;
+}
+
 TEST(KvPool, SlidingWindowBoundary) {
   // Window 128: position 127 still sees position 0; position 128 does not.
   EXPECT_EQ(first_visible(127, 128, true), 0);

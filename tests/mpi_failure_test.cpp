@@ -2,6 +2,12 @@
 // exception, a bad-input error, a non-zero return and a rank killed outright;
 // a job of one process prints its message alone.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
 
 #include "tests/test_paths.h"
 #include "tests/tool_runner.h"
@@ -24,6 +30,26 @@ TEST(MpiFailure, ExceptionOnOneRankEndsAllWithItsMessage) {
   EXPECT_NE(r.err.find("tps: rank 1 on "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("internal error: probe: deliberate failure"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, kPromptly);
+}
+
+TEST(MpiFailure, LoneFailureEndsTheJobPromptly) {
+  // A failure the other ranks do not share ends the job well within a
+  // second of it (it waited 2 s for them to fail too), for each kind of
+  // failure and either rank.
+  const std::string stamp = ::testing::TempDir() + "tps-failure-" + std::to_string(getpid()) + ".stamp";
+  for (const auto& [rank, mode] : {std::pair{1, "throw"}, std::pair{0, "input"}, std::pair{1, "return"}}) {
+    std::remove(stamp.c_str());
+    auto r = run_tool(std::string(TPS_MPIEXEC) + " -q -np 2 " + tps::test_paths::mpi_failure_probe + " " +
+                      std::to_string(rank) + " " + mode + " " + stamp);
+    const double ended = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    double failed = 0;
+    ASSERT_TRUE(std::ifstream(stamp) >> failed) << r.err;
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("tps: rank " + std::to_string(rank) + " on "), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_LT(ended - failed, 1.0) << mode << " on rank " << rank << ": " << r.err;
+  }
+  std::remove(stamp.c_str());
 }
 
 TEST(MpiFailure, InputErrorKeepsExitCode2) {

@@ -104,7 +104,7 @@ TEST(Perplexity, EverySplitGivesOneRanksFigure) {
         perplexity(std::string("--ctx 32 -f ") + text + " --split " + split, std::string(TPS_MPIEXEC) + " -np 2 ");
     ASSERT_FALSE(j.empty()) << split;
     EXPECT_EQ(j["ranks"], 2);
-    EXPECT_NEAR(j["ppl"]["value"].get<double>(), one, 1e-4 * one) << split;
+    EXPECT_EQ(j["ppl"]["value"].get<double>(), one) << split;  // every split gives one rank's bits
   }
   std::remove(text.c_str());
 }
@@ -130,8 +130,7 @@ TEST(Perplexity, QuantizedAtLoadAgainstTheSixteenBitModel) {
   EXPECT_GT(int4["kl_divergence"]["value"].get<double>(), 4 * int8["kl_divergence"]["value"].get<double>());
   const nlohmann::json split = kl("--quantize int4", std::string(TPS_MPIEXEC) + " -np 2 ");
   ASSERT_FALSE(split.empty());
-  const double ppl = int4["ppl"]["value"].get<double>();
-  EXPECT_NEAR(split["ppl"]["value"].get<double>(), ppl, 1e-4 * ppl);
+  EXPECT_EQ(split["ppl"]["value"], int4["ppl"]["value"]);
   std::remove(text.c_str()), std::remove(base.c_str());
 }
 

@@ -58,6 +58,23 @@ TEST(Sampler, GreedyFiltersAndSeeds) {
   EXPECT_THROW(Sampler({1.0f, -1, 1.0f, 0.0f, 0}), InputError);
 }
 
+TEST(Sampler, InfiniteTemperatureIsRefusedAsNotFinite) {
+  for (float t : {INFINITY, NAN}) {
+    try {
+      validate({t, 0, 1.0f, 0.0f, 0});
+      ADD_FAILURE() << t << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("finite"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    validate({-1.0f, 0, 1.0f, 0.0f, 0});
+    ADD_FAILURE() << "-1 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("negative"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Sampler, TopLogprobs) {
   const std::vector<float> logits = {0.0f, std::log(3.0f)};
   auto top = top_logprobs(logits, 5);
@@ -79,6 +96,20 @@ std::vector<float> logits(size_t vocab, int kind) {
   return v;
 }
 
+TEST(Sampler, TopKAtTheVocabularyIsNoTopK) {
+  // k >= the vocabulary keeps every token: the draws are those of no top-k
+  // (the same path, which sorts nothing), with or without top-p.
+  const std::vector<float> v = logits(1000, 0);
+  for (float top_p : {1.0f, 0.9f}) {
+    Sampler off({0.8f, 0, top_p, 0.0f, 7}), all({0.8f, 1000, top_p, 0.0f, 7}), more({0.8f, 5000, top_p, 0.0f, 7});
+    for (int i = 0; i < 200; ++i) {
+      const int32_t id = off.sample(v);
+      EXPECT_EQ(all.sample(v), id) << "draw " << i << ", top-p " << top_p;
+      EXPECT_EQ(more.sample(v), id) << "draw " << i << ", top-p " << top_p;
+    }
+  }
+}
+
 TEST(SplitSampler, SameTokensAsOneRankFromTheSameLogits) {
   Exchange ex(mpi(), "auto", 16);
   for (size_t vocab : {size_t{1000}, size_t{201088}}) {
@@ -90,7 +121,7 @@ TEST(SplitSampler, SameTokensAsOneRankFromTheSameLogits) {
       for (SamplerParams p : {SamplerParams{0.0f, 0, 1.0f, 0.0f, 1}, SamplerParams{1.0f, 0, 1.0f, 0.0f, 2},
                               SamplerParams{0.8f, 40, 1.0f, 0.0f, 3}, SamplerParams{1.0f, 0, 0.9f, 0.0f, 4},
                               SamplerParams{1.0f, 0, 0.3f, 0.0f, 5}, SamplerParams{1.0f, 0, 1.0f, 0.2f, 6},
-                              SamplerParams{0.5f, 300, 0.95f, 0.05f, 7}}) {
+                              SamplerParams{0.5f, 300, 0.95f, 0.05f, 7}, SamplerParams{0.9f, 1 << 20, 0.9f, 0.0f, 8}}) {
         SCOPED_TRACE(::testing::Message() << "vocab " << vocab << " kind " << kind << " temp " << p.temperature
                                           << " top-k " << p.top_k << " top-p " << p.top_p << " min-p " << p.min_p);
         Sampler together(p), alone(p);

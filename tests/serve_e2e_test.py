@@ -5,7 +5,8 @@ page in headless chromium (tests/reference/web_page.mjs), every kind of bad
 input answered with its status and an OpenAI-style JSON error while the
 server goes on serving, what a hostile client tries (nesting, pipelining,
 HTTP/1.0, leaving mid-answer, forged metric labels), a load of 200 requests
-at 16 at a time, /metrics, a second server on the same port refused, SIGUSR1
+at 16 at a time, /metrics, a second server on the same port refused, a greedy
+answer's log-probabilities the same bits from two ranks as from one, SIGUSR1
 to mpirun (SIGTERM to a lone tpsrun) ending every rank gracefully with exit
 code 0, and a start-up that fails or is stopped ending promptly.
 
@@ -338,6 +339,20 @@ def load(server):
        f"p50 {latencies[100]:.2f} s, p99 {latencies[197]:.2f} s)")
 
 
+def greedy_logprobs(server):
+    """A greedy answer's tokens with their top-5 log-probabilities, as the JSON
+    prints them (the shortest text that gives back the same float)."""
+    status, _, payload = server.request("POST", "/v1/completions", {"prompt": "The capital of France is",
+                                                                     "max_tokens": 12, "temperature": 0,
+                                                                     "logprobs": 5})
+    if status != 200:
+        fail(f"a greedy answer with log-probabilities: {status} {payload[:200]!r}")
+    logprobs = json.loads(payload)["choices"][0]["logprobs"]
+    if len(logprobs["tokens"]) < 4:
+        fail(f"a greedy answer of up to 12 tokens gave {len(logprobs['tokens'])}: too few to compare")
+    return logprobs
+
+
 def port_taken(args, port):
     """A second server on a port in use is refused with one line naming it."""
     run = subprocess.run([args.tpsrun, "-q", "serve", "-m", args.model, "--port", str(port)], capture_output=True,
@@ -401,6 +416,7 @@ def main():
         if status != 200:
             fail("the server stopped serving")
         port_taken(args, server.port)
+        split_logprobs = greedy_logprobs(server)
     except BaseException:
         os.killpg(server.proc.pid, signal.SIGKILL)
         raise
@@ -410,6 +426,9 @@ def main():
     alone = Server(args, ranks=1)
     try:
         alone.wait_ready()
+        if greedy_logprobs(alone) != split_logprobs:
+            fail("a greedy answer on two ranks and on one: the log-probabilities differ")
+        ok(f"a greedy answer: {len(split_logprobs)} tokens' top-5 log-probabilities the same bits on two ranks as on one")
     except BaseException:
         os.killpg(alone.proc.pid, signal.SIGKILL)
         raise

@@ -15,6 +15,7 @@ extern const char* const models;     // the synthetic models (the test_models fi
 extern const char* const reference;  // tests/reference: the Node scripts and their packages
 extern const char* const tpsrun;
 extern const char* const tpstopo;
+extern const char* const tps_mkmodel;
 extern const char* const mpi_failure_probe;
 
 }  // namespace tps::test_paths

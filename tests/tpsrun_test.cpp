@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_paths.h"
@@ -117,6 +118,68 @@ TEST(Tpsrun, TopKPastTheVocabularyIsTheVocabulary) {
   ASSERT_EQ(vocab.exit_code, 0) << vocab.err;
   EXPECT_EQ(nlohmann::json::parse(huge.out)["generated_ids"], nlohmann::json::parse(vocab.out)["generated_ids"]);
   EXPECT_LT(seconds, 20) << "4 tokens of the tiny model";
+}
+
+// A file of n token ids of the vocabulary, in the temporary directory.
+std::string ids_file(const std::string& name, int n) {
+  const std::string path = ::testing::TempDir() + "tps-" + std::to_string(getpid()) + "-" + name;
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) out << (i * 7919) % 200000 << ' ';
+  return path;
+}
+
+TEST(Tpsrun, ScoreHonoursCtx) {
+  const std::string ids = ids_file("score-40.txt", 40);
+  auto refused = run_tool(tpsrun("-q score --ids " + ids + " --ctx 16"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("tpsrun: --ctx 16: " + ids + " has 40 tokens, more than the context"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  auto fits = run_tool(tpsrun("score --json --ids " + ids + " --ctx 40"));
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(nlohmann::json::parse(fits.out)["positions"].size(), 39u);
+  std::remove(ids.c_str());
+}
+
+TEST(Tpsrun, ScoreKeepsOnlyAStepOfLogits) {
+  // 600 positions of the tiny model's 201,088 logits are 482 MB: every
+  // position's at once (as score kept them) does not fit 700 MB of address
+  // space; a step's (64 positions: 51 MB) does.
+  const std::string ids = ids_file("score-600.txt", 600);
+  auto r = run_tool("sh -c 'ulimit -v 700000; exec " + tpsrun("score --json --batch 64 --ids " + ids) + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["positions"].size(), 599u);
+  std::remove(ids.c_str());
+}
+
+// Output that cannot be written -- a full disk, a closed standard output,
+// a reader gone -- ends the run non-zero with one line, under mpirun too,
+// where mpirun wrote the output on and lost it with exit 0.
+TEST(Tpsrun, LostOutputIsAnErrorUnderMpirunToo) {
+  const std::string mpirun = std::string(TPS_MPIEXEC) + " -q -np 2 ";
+  const std::string run = tpsrun("-q -p 'Once upon a time' -n 200 --temp 0");
+  for (const std::string& launcher : {std::string(), mpirun})
+    for (const auto& [command, reason] :
+         {std::pair{launcher + run + " > /dev/full", std::string("No space left on device")},
+          std::pair{launcher + run + " >&-", std::string("Bad file descriptor")},
+          std::pair{"bash -c \"set -o pipefail; " + launcher + run + " | head -c1 > /dev/null\"",
+                    std::string("Broken pipe")}}) {
+      auto r = run_tool(command);
+      EXPECT_NE(r.exit_code, 0) << command << ": " << r.err;
+      EXPECT_NE(r.err.find("standard output: " + reason), std::string::npos) << command << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": " << r.err;
+    }
+  // Written where mpirun's own output goes: after what was there (>>).
+  const std::string file = ::testing::TempDir() + "tps-" + std::to_string(getpid()) + "-out.txt";
+  std::ofstream(file) << "before\n";
+  auto r = run_tool(mpirun + tpsrun("-q -p 'Once upon a time' -n 4 --temp 0 --json") + " >> " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(file);
+  std::string first, second;
+  std::getline(in, first), std::getline(in, second);
+  EXPECT_EQ(first, "before");
+  EXPECT_EQ(nlohmann::json::parse(second)["generated_ids"].size(), 4u);
+  std::remove(file.c_str());
 }
 
 TEST(Tpsrun, ScoreNeedsIds) {

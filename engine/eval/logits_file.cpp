@@ -29,24 +29,13 @@ void quantize_logprobs(std::span<const float> logits, float& scale, float& min_l
     steps[i] = logits[i] > floor ? static_cast<uint16_t>(std::nearbyint((logits[i] - floor) * inverse)) : 0;
 }
 
-LogitsFileWriter::LogitsFileWriter(const std::string& path, int n_ctx, int n_vocab, std::span<const int32_t> tokens)
-    : path_(path), row_(row_words(n_vocab), 0) {
-  out_ = std::fopen(path.c_str(), "wb");
-  if (!out_) throw InputError(cat(path, ": cannot write: ", std::strerror(errno)));
+LogitsFileWriter::LogitsFileWriter(const std::string& path, int n_ctx, int n_vocab, std::span<const int32_t> tokens,
+                                   const std::vector<std::string>& inputs, const std::string& flag)
+    : out_(path, inputs, flag), row_(row_words(n_vocab), 0) {
   const int32_t header[3] = {n_ctx, n_vocab, static_cast<int32_t>(tokens.size() / n_ctx)};
-  write(kMagic, sizeof kMagic);
-  write(header, sizeof header);
-  write(tokens.data(), tokens.size_bytes());
-}
-
-LogitsFileWriter::~LogitsFileWriter() {
-  if (!out_) return;
-  std::fclose(out_);
-  std::remove(path_.c_str());
-}
-
-void LogitsFileWriter::write(const void* data, size_t bytes) {
-  if (std::fwrite(data, 1, bytes, out_) != bytes) throw Error(cat(path_, ": cannot write: ", std::strerror(errno)));
+  out_.write(kMagic, sizeof kMagic);
+  out_.write(header, sizeof header);
+  out_.write(tokens.data(), tokens.size_bytes());
 }
 
 void LogitsFileWriter::add(std::span<const float> logits) {
@@ -54,19 +43,10 @@ void LogitsFileWriter::add(std::span<const float> logits) {
   quantize_logprobs(logits, scale, floor, std::span<uint16_t>(row_).subspan(4, logits.size()));
   std::memcpy(row_.data(), &scale, sizeof scale);
   std::memcpy(row_.data() + 2, &floor, sizeof floor);
-  write(row_.data(), row_.size() * sizeof(uint16_t));
+  out_.write(row_.data(), row_.size() * sizeof(uint16_t));
 }
 
-void LogitsFileWriter::finish() {
-  const bool ok = std::fflush(out_) == 0 && !std::ferror(out_);
-  const int err = errno;
-  if (std::fclose(out_) != 0 || !ok) {
-    out_ = nullptr;
-    std::remove(path_.c_str());
-    throw Error(cat(path_, ": cannot write: ", std::strerror(ok ? errno : err)));
-  }
-  out_ = nullptr;
-}
+void LogitsFileWriter::finish() { out_.commit(); }
 
 LogitsFile::LogitsFile(const std::string& path) : file_(path) {
   const uint8_t* p = file_.data();

@@ -10,13 +10,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/eval/token_scores.h"
 #include "runtime/mapped_file.h"
+#include "runtime/output_file.h"
 
 namespace tps {
 
@@ -28,13 +28,15 @@ inline int scored_per_chunk(int n_ctx) { return n_ctx - 1 - first_scored(n_ctx);
 // One row's 16-bit form: what the file keeps of `logits`.
 void quantize_logprobs(std::span<const float> logits, float& scale, float& min_logprob, std::span<uint16_t> steps);
 
+// Written as runtime/output_file.h writes every file: the path appears,
+// or is replaced, only by finish(); an unfinished file leaves nothing.
 class LogitsFileWriter {
  public:
   // Starts the file: its header and `tokens` (n_chunk x n_ctx of them).
-  LogitsFileWriter(const std::string& path, int n_ctx, int n_vocab, std::span<const int32_t> tokens);
-  ~LogitsFileWriter();  // an unfinished file is removed
-  LogitsFileWriter(const LogitsFileWriter&) = delete;
-  LogitsFileWriter& operator=(const LogitsFileWriter&) = delete;
+  // inputs: the files the run reads, which path may not be; flag names path
+  // in messages (--save-logits).
+  LogitsFileWriter(const std::string& path, int n_ctx, int n_vocab, std::span<const int32_t> tokens,
+                   const std::vector<std::string>& inputs = {}, const std::string& flag = "");
 
   // The next scored position's logits ([n_vocab]).
   void add(std::span<const float> logits);
@@ -42,9 +44,7 @@ class LogitsFileWriter {
   void finish();
 
  private:
-  void write(const void* data, size_t bytes);
-  std::string path_;
-  std::FILE* out_ = nullptr;
+  OutputFile out_;
   std::vector<uint16_t> row_;
 };
 

@@ -1,10 +1,5 @@
 #include "engine/gguf/gguf_writer.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <optional>
 
 #include "runtime/error.h"
@@ -14,27 +9,15 @@ namespace {
 constexpr uint32_t kTypeString = 8, kTypeArray = 9;
 }
 
-GgufWriter::GgufWriter(std::string path, uint32_t alignment) : path_(std::move(path)), alignment_(alignment) {
+GgufWriter::GgufWriter(std::string path, uint32_t alignment, const std::vector<std::string>& inputs)
+    : path_(std::move(path)), alignment_(alignment) {
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)))
     throw Error(cat("GGUF alignment ", alignment_, " is not a power of two"));
-  temp_path_ = cat(path_, ".tmp-", getpid());
-  refuse_to_replace_special(path_);
+  out_ = std::make_unique<OutputFile>(path_, inputs);
   if (alignment_ != 32) add_u32("general.alignment", alignment_);
 }
 
-void refuse_to_replace_special(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::symlink_status(path, ec);
-  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
-    throw InputError(cat(path,
-                         ": exists and is not a regular file (a device, directory, FIFO, socket or link); a "
-                         "model is written only as a new or a regular file"));
-}
-
-GgufWriter::~GgufWriter() {
-  if (out_) std::fclose(out_);
-  if (!finished_ && data_started_) std::remove(temp_path_.c_str());
-}
+GgufWriter::~GgufWriter() = default;  // an unfinished file's temporary goes with out_
 
 void GgufWriter::put(const void* p, size_t n) {
   const uint8_t* b = static_cast<const uint8_t*>(p);
@@ -135,7 +118,7 @@ void GgufWriter::add_tensor(std::string_view name, GgmlType type, const std::vec
 }
 
 void GgufWriter::write(const void* p, size_t n) {
-  if (n && std::fwrite(p, 1, n, out_) != n) throw Error(cat(temp_path_, ": write failed: ", std::strerror(errno)));
+  out_->write(p, n);
   file_pos_ += n;
 }
 
@@ -146,8 +129,7 @@ void GgufWriter::pad_to_alignment() {
 }
 
 void GgufWriter::begin_data() {
-  out_ = std::fopen(temp_path_.c_str(), "wb");
-  if (!out_) throw Error(cat(temp_path_, ": cannot create: ", std::strerror(errno)));
+  if (data_started_) throw Error("GGUF writer: begin_data() called twice");
   data_started_ = true;
   const uint32_t magic = 0x46554747, version = 3;
   const uint64_t n_tensors = tensors_.size();
@@ -192,8 +174,8 @@ void GgufWriter::write_tensor_data(std::string_view name, const void* data, size
   written_ += bytes;
 }
 
-void GgufWriter::finish() {
-  if (finished_) throw Error(cat("GGUF writer: ", path_, " finished twice"));
+void GgufWriter::complete() {
+  if (completed_) throw Error(cat("GGUF writer: ", path_, " finished twice"));
   if (!data_started_) begin_data();
   while (current_ < tensors_.size() && written_ == tensors_[current_].bytes) {
     pad_to_alignment();
@@ -203,16 +185,20 @@ void GgufWriter::finish() {
   if (current_ != tensors_.size())
     throw Error(cat("GGUF writer: tensor '", tensors_[current_].name, "' is incomplete (", written_, " of ",
                     tensors_[current_].bytes, " bytes)"));
-  if (std::fflush(out_) != 0 || std::fclose(out_) != 0) {
-    out_ = nullptr;
-    throw Error(cat(temp_path_, ": write failed: ", std::strerror(errno)));
-  }
-  out_ = nullptr;
-  refuse_to_replace_special(path_);  // again: it may have appeared while writing
-  std::error_code ec;
-  std::filesystem::rename(temp_path_, path_, ec);
-  if (ec) throw Error(cat("cannot rename ", temp_path_, " to ", path_, ": ", ec.message()));
+  out_->finish();
+  completed_ = true;
+}
+
+void GgufWriter::commit() {
+  if (!completed_) throw Error(cat("GGUF writer: ", path_, " committed before it was complete"));
+  if (finished_) throw Error(cat("GGUF writer: ", path_, " finished twice"));
+  out_->commit();
   finished_ = true;
+}
+
+void GgufWriter::finish() {
+  complete();
+  commit();
 }
 
 }  // namespace tps

@@ -5,32 +5,30 @@
 // Only the encoded metadata (a few MB for a 200k-token vocabulary) is held
 // until begin_data(). Tensor offsets are the running sum of padded sizes in
 // declaration order, as ggml's reader requires (spec §3.1).
-// The file is written as PATH.tmp-PID and renamed to PATH by finish(): a
-// half-written file never carries the real name, and only a regular file
-// (or nothing) is ever replaced. An unfinished writer removes its
-// temporary file. Misuse -- a key or tensor added twice, a shape
-// the reader would refuse, data out of order or of the wrong size -- throws
+// The file is written as runtime/output_file.h writes every file: beside
+// PATH, renamed over it by finish() once whole; only a regular file (or
+// nothing), and never one of the inputs named, is replaced; an unfinished
+// writer leaves nothing. Misuse -- a key or tensor added twice, a shape the
+// reader would refuse, data out of order or of the wrong size -- throws
 // Error at the call that causes it.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
 
 #include "engine/gguf/ggml_types.h"
+#include "runtime/output_file.h"
 
 namespace tps {
 
-// Throws InputError when path exists as anything but a regular file (as
-// root, renaming over /dev/full replaces the device).
-void refuse_to_replace_special(const std::string& path);
-
 class GgufWriter {
  public:
-  explicit GgufWriter(std::string path, uint32_t alignment = 32);
+  // inputs: the files the run reads, which PATH may not be.
+  explicit GgufWriter(std::string path, uint32_t alignment = 32, const std::vector<std::string>& inputs = {});
   ~GgufWriter();
   GgufWriter(const GgufWriter&) = delete;
   GgufWriter& operator=(const GgufWriter&) = delete;
@@ -59,6 +57,11 @@ class GgufWriter {
   void write_tensor_data(std::string_view name, const void* data, size_t bytes);
   // Checks every tensor is complete, flushes, and renames into place.
   void finish();
+  // finish() in two steps, so that the parts of a split model go in place
+  // together once every one is whole: complete() checks, flushes and closes;
+  // commit() renames.
+  void complete();
+  void commit();
 
   const std::string& path() const { return path_; }
 
@@ -75,9 +78,9 @@ class GgufWriter {
   void write(const void* p, size_t n);  // to the file
   void pad_to_alignment();
 
-  std::string path_, temp_path_;
+  std::string path_;
   uint32_t alignment_;
-  std::FILE* out_ = nullptr;
+  std::unique_ptr<OutputFile> out_;
   std::vector<uint8_t> meta_;  // encoded key/value records
   uint64_t n_kv_ = 0;
   std::unordered_set<std::string> keys_;
@@ -86,7 +89,7 @@ class GgufWriter {
   size_t current_ = 0;     // tensor being streamed
   uint64_t written_ = 0;   // bytes of it so far
   uint64_t file_pos_ = 0;
-  bool data_started_ = false, finished_ = false;
+  bool data_started_ = false, completed_ = false, finished_ = false;
 };
 
 }  // namespace tps

@@ -63,6 +63,17 @@ struct KernelSet {
                                    int64_t row_end, const Activations& x, float* y, int64_t y_stride);
   std::array<QuantizedMatmul, kPackedTypeCount> quantized;  // by packed_index
   QuantizedMatmul matmul(GgmlType type) const { return quantized[packed_index(type)]; }
+  // The same products as split-invariant sums (kernels/matmul.h,
+  // matmul_rows_fixed): y[t * y_stride + r - row_begin] = the sum over the
+  // row's 32-value blocks of round(p x final x scale[t] x 2^32), p the
+  // block's product as the float kernel forms it, final the format's final
+  // scale (MXFP4's 1/2), scale nullptr for 1 (each at most 1), added in
+  // int64. False when a block's |p| reached 2^19 (or p is not a number):
+  // the rounding holds below that.
+  using FixedMatmul = bool (*)(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+                               const Activations& x, const float* scale, int64_t* y, int64_t y_stride);
+  std::array<FixedMatmul, kPackedTypeCount> fixed;  // by packed_index
+  FixedMatmul matmul_fixed(GgmlType type) const { return fixed[packed_index(type)]; }
   // One float row of n values . x.
   float (*f32)(const uint8_t* w, const float* x, int64_t n);
   float (*f16)(const uint8_t* w, const float* x, int64_t n);

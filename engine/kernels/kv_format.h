@@ -58,10 +58,17 @@ inline uint64_t kv_value_bytes(KvType type, int head_dim) {
   return uint64_t(head_dim) * kv_element_bytes(type) + (type == KvType::q8_0 ? 2 * kv_q8_scales(head_dim) : 0);
 }
 
+// The largest magnitude a cache of the type keeps: f16's 65504, bf16's
+// largest finite, q8_0's 127 codes x f16's largest scale (about 8.3e6), f32
+// anything. A key or value beyond it (an infinity too) is stored as the
+// nearest the type keeps, never as inf, which would turn attention into NaN.
+float kv_type_limit(KvType type);
+
 // Writes one position's keys k[head_dim] into lane `lane` of key block kb,
-// and one position's values v[head_dim] into the row at out.
-void store_keys(KvType type, uint8_t* kb, int head_dim, int lane, const float* k);
-void store_values(KvType type, uint8_t* out, int head_dim, const float* v);
+// and one position's values v[head_dim] into the row at out. Return how many
+// of the head_dim they clamped to kv_type_limit (the caller warns).
+int store_keys(KvType type, uint8_t* kb, int head_dim, int lane, const float* k);
+int store_values(KvType type, uint8_t* out, int head_dim, const float* v);
 
 namespace kv_detail {
 inline uint16_t u16_at(const uint8_t* p) {

@@ -93,6 +93,18 @@ int64_t row_grain(const Matrix& w) {
   return std::max<int64_t>(1, (rows + kPanel - 1) / kPanel) * kPanel;
 }
 
+namespace {
+// The kernel set's dot product of a row of float weights of this type.
+float (*float_dot(const KernelSet& k, GgmlType type))(const uint8_t*, const float*, int64_t) {
+  switch (type) {
+    case GgmlType::F32: return k.f32;
+    case GgmlType::F16: return k.f16;
+    case GgmlType::BF16: return k.bf16;
+    default: throw InputError(cat("no kernel for weights of type ", type_name(type)));
+  }
+}
+}  // namespace
+
 void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end, const Activations& x,
                  float* y, int64_t y_stride) {
   const int64_t n = w.cols;
@@ -106,12 +118,31 @@ void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t
     }
   };
   if (is_packed_type(w.type)) return integer(k.matmul(w.type));
-  switch (w.type) {
-    case GgmlType::F32: return floats(k.f32);
-    case GgmlType::F16: return floats(k.f16);
-    case GgmlType::BF16: return floats(k.bf16);
-    default: throw InputError(cat("no kernel for weights of type ", type_name(w.type)));
-  }
+  return floats(float_dot(k, w.type));
+}
+
+bool matmul_rows_fixed(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end, const Activations& x,
+                       const float* scale, int64_t* y, int64_t y_stride) {
+  if (row_end <= row_begin) return true;
+  if (is_packed_type(w.type))
+    return k.matmul_fixed(w.type)(w.data, w.row_bytes, w.rows, row_begin, row_end, x, scale, y + row_begin, y_stride);
+  // Float rows: the same by 32-value blocks, each block's dot product by
+  // the float kernel.
+  const auto dot = float_dot(k, w.type);
+  const int64_t n = w.cols, elem = w.type == GgmlType::F32 ? 4 : 2;
+  bool ok = true;
+  for (int64_t r = row_begin; r < row_end; ++r)
+    for (int t = 0; t < x.tokens; ++t) {
+      const double m = 0x1p32 * (scale ? scale[t] : 1.0f);
+      int64_t acc = 0;
+      for (int64_t b = 0; b < n; b += 32) {
+        const float p = dot(w.row(r) + b * elem, x.f + t * n + b, std::min<int64_t>(32, n - b));
+        if (!(std::fabs(p) < 0x1p19f)) ok = false;
+        if (ok) acc += std::llrint(static_cast<double>(p) * m);
+      }
+      y[t * y_stride + r] = acc;
+    }
+  return ok;
 }
 
 }  // namespace tps

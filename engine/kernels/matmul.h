@@ -65,4 +65,25 @@ int64_t row_grain(const Matrix& w);
 void matmul_rows(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end, const Activations& x,
                  float* y, int64_t y_stride);
 
+// Split-invariant products. A model split across ranks cuts the sums of
+// some products (attention's output projection by heads, the experts' down
+// projection by features or by expert) into partial sums that ranks add. So
+// that every split gives one rank's bits, those products are summed in fixed
+// point: each 32-value block's product (its float, as the kernels form it)
+// times scale[t] is rounded to a multiple of 2^-32 and added in int64 --
+// exactly, so the total is the same whatever cuts the row's blocks and
+// whatever order the parts are added in. y[t * y_stride + r] holds the row's
+// total in units of 2^-32 (to_float); scale (nullptr: 1) weighs each token,
+// |scale| <= 1. Returns false when a block's product reached 2^19 (or was
+// not a number): numbers that large mean the model has diverged, and the
+// rounding holds only below it.
+bool matmul_rows_fixed(const KernelSet& k, const Matrix& w, int64_t row_begin, int64_t row_end, const Activations& x,
+                       const float* scale, int64_t* y, int64_t y_stride);
+
+// The range matmul_rows_fixed's false means, for messages.
+inline constexpr const char* kFixedRangeText = "a 32-value block's product of 2^19 or more, or not a number";
+
+// A fixed-point total of matmul_rows_fixed as a float.
+inline float fixed_to_float(int64_t v) { return static_cast<float>(static_cast<double>(v) * 0x1p-32); }
+
 }  // namespace tps

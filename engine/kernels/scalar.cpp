@@ -1,6 +1,7 @@
 // The reference kernels: plain loops over the packed layout, an integer sum
 // per block (or half block), then its coefficients in float.
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <span>
 #include <utility>
@@ -59,13 +60,16 @@ int level(GgmlType type, int code) {
 }
 
 // Per block exact integer sums of level x activation (by half), then the
-// halves' coefficients in float; the sum of blocks in order, times the
-// format's final scale.
-void quantized_matmul(GgmlType type, const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
-                      int64_t row_end, const Activations& x, float* y, int64_t y_stride) {
+// halves' coefficients in float: the block's product, given in order to
+// sums.add(p) after sums.start(row, t), then sums.finish(row, t). The float
+// product adds the blocks' in order and applies the format's final scale;
+// the fixed one (kernel_set.h, FixedMatmul) rounds each times 2^32 x final x
+// scale to an integer and adds them in int64.
+template <typename Sums>
+void block_products(GgmlType type, const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
+                    int64_t row_end, const Activations& x, Sums& sums) {
   const PackedFormat f = packed_format(type);
   const bool by_half = type == GgmlType::Q2_K || type == GgmlType::Q3_K || type == GgmlType::Q6_K;
-  const float final_scale = type == GgmlType::MXFP4 ? 0.5f : 1.0f;
   const int64_t blocks = x.cols / 32;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t T = tile_rows(row, rows), r = row % T;
@@ -74,32 +78,65 @@ void quantized_matmul(GgmlType type, const uint8_t* w, uint64_t row_bytes, int64
       const int8_t* q = x.q + t * x.q_stride();
       const float *d = x.d + t * x.d_stride(), *sum = x.sum + t * x.d_stride();
       const float *sum_lo = x.sum_lo + t * x.d_stride(), *sum_hi = x.sum_hi + t * x.d_stride();
-      float acc = 0;
+      sums.start(t);
       for (int64_t b = 0; b < blocks; ++b) {
         const PackedGroup at = packed_group(type, blocks, T, r, b);
         int32_t s[2] = {0, 0};
         for (int j = 0; j < 32; ++j)
           s[j / 16] += level(type, packed_code(f, tile + at.values, at.g, at.lane, j)) * q[activation_position(b, j)];
         const Halves h = halves(type, tile + at.scales, at.g, at.lane);
-        if (by_half)
-          acc += static_cast<float>(s[0]) * d[b] * h.a[0] + static_cast<float>(s[1]) * d[b] * h.a[1] +
-                 h.b[0] * sum_lo[b] + h.b[1] * sum_hi[b];
-        else
-          acc += static_cast<float>(s[0] + s[1]) * d[b] * h.a[0] + h.b[0] * sum[b];
+        sums.add(by_half ? static_cast<float>(s[0]) * d[b] * h.a[0] + static_cast<float>(s[1]) * d[b] * h.a[1] +
+                               h.b[0] * sum_lo[b] + h.b[1] * sum_hi[b]
+                         : static_cast<float>(s[0] + s[1]) * d[b] * h.a[0] + h.b[0] * sum[b]);
       }
-      y[t * y_stride + row - row_begin] = acc * final_scale;
+      sums.finish(row - row_begin, t);
     }
   }
 }
 
+float final_scale(GgmlType type) { return type == GgmlType::MXFP4 ? 0.5f : 1.0f; }
+
 template <GgmlType kType>
 void quantized(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
                const Activations& x, float* y, int64_t y_stride) {
-  quantized_matmul(kType, w, row_bytes, rows, row_begin, row_end, x, y, y_stride);
+  struct {
+    float* y;
+    int64_t y_stride;
+    float acc = 0;
+    void start(int) { acc = 0; }
+    void add(float p) { acc += p; }
+    void finish(int64_t r, int t) { y[t * y_stride + r] = acc * final_scale(kType); }
+  } sums{y, y_stride};
+  block_products(kType, w, row_bytes, rows, row_begin, row_end, x, sums);
 }
 template <size_t... I>
 constexpr std::array<KernelSet::QuantizedMatmul, kPackedTypeCount> quantized_kernels(std::index_sequence<I...>) {
   return {quantized<kPackedTypes[I]>...};
+}
+
+template <GgmlType kType>
+bool fixed(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end, const Activations& x,
+           const float* scale, int64_t* y, int64_t y_stride) {
+  struct {
+    const float* scale;
+    int64_t* y;
+    int64_t y_stride;
+    double m = 0;
+    int64_t acc = 0;
+    bool ok = true;
+    void start(int t) { m = 0x1p32 * final_scale(kType) * (scale ? scale[t] : 1.0f), acc = 0; }
+    void add(float p) {
+      if (!(std::fabs(p) < 0x1p19f)) ok = false;
+      if (ok) acc += std::llrint(static_cast<double>(p) * m);  // nearest, ties to even
+    }
+    void finish(int64_t r, int t) { y[t * y_stride + r] = acc; }
+  } sums{scale, y, y_stride};
+  block_products(kType, w, row_bytes, rows, row_begin, row_end, x, sums);
+  return sums.ok;
+}
+template <size_t... I>
+constexpr std::array<KernelSet::FixedMatmul, kPackedTypeCount> fixed_kernels(std::index_sequence<I...>) {
+  return {fixed<kPackedTypes[I]>...};
 }
 
 template <typename Load>
@@ -164,6 +201,7 @@ void add_values(const float* p, int64_t stride, int heads, const uint8_t* const*
 const KernelSet kScalarKernels{
     Isa::scalar,
     quantized_kernels(std::make_index_sequence<kPackedTypeCount>()),
+    fixed_kernels(std::make_index_sequence<kPackedTypeCount>()),
     f32,
     f16,
     bf16,

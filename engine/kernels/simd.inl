@@ -393,13 +393,79 @@ struct Q2_KFormat : UnsignedProducts<3, true> {
   }
 };
 
+// How a tile gathers each (row, token) result from its blocks' products
+// (a block's product: its integer sums times its coefficients, in float).
+// FloatSums adds them in float, lane by lane (block b of every group in
+// lane b), and the lanes at the end: a result that depends on where the
+// matrix's columns start. FixedSums rounds each block's product, times the
+// token's multiplier (2^32 x the format's final scale x the token's scale),
+// to an integer and adds it in int64: exact, so the total is the same in any
+// order and for any cut of a row's blocks between matrices or ranks
+// (matmul.h, matmul_rows_fixed). Rounding by adding 1.5 x 2^52 in double
+// holds for products below 2^51, so a block's product of 2^19 or more (or
+// not a number) sets the call's `bad` lanes instead.
+struct FloatSums {
+  using Acc = __m256;
+  using Out = float;
+  struct Context {
+    const float* scale = nullptr;  // unused
+  };
+  static Acc zero() { return _mm256_setzero_ps(); }
+  template <typename Coef, typename Sum>
+  static Acc add(Acc acc, const Coef& coef, const Sum& sum, const XGroup& x, Context&, const __m256d&) {
+    return coef.accumulate(acc, sum, x);
+  }
+  template <typename Format>
+  static __m256d multiplier(const Context&, int) {
+    return _mm256_setzero_pd();
+  }
+  template <typename Format>
+  static float result(Acc acc, int64_t) {
+    return hsum(acc) * Format::kFinalScale;
+  }
+};
+struct FixedSums {
+  using Acc = __m256i;
+  using Out = int64_t;
+  struct Context {
+    const float* scale;  // per token of the call; nullptr: 1
+    __m256 bad = _mm256_setzero_ps();
+  };
+  static constexpr double kRound = 0x1.8p52;
+  static Acc zero() { return _mm256_setzero_si256(); }
+  template <typename Coef, typename Sum>
+  static Acc add(Acc acc, const Coef& coef, const Sum& sum, const XGroup& x, Context& c, const __m256d& multiplier) {
+    const __m256 p = coef.accumulate(_mm256_setzero_ps(), sum, x);
+    const __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), p);
+    c.bad = _mm256_or_ps(c.bad, _mm256_cmp_ps(magnitude, _mm256_set1_ps(0x1p19f), _CMP_NLT_UQ));
+    const __m256d round = _mm256_set1_pd(kRound);
+    const __m256d lo = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(p)), multiplier, round);
+    const __m256d hi = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)), multiplier, round);
+    return _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_castpd_si256(lo), _mm256_castpd_si256(hi)));
+  }
+  // Each of the 4 lanes took kRound's bits twice per group.
+  template <typename Format>
+  static int64_t result(Acc acc, int64_t groups) {
+    alignas(32) uint64_t lane[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), acc);
+    uint64_t round_bits;
+    std::memcpy(&round_bits, &kRound, 8);
+    return static_cast<int64_t>(lane[0] + lane[1] + lane[2] + lane[3] - 8 * static_cast<uint64_t>(groups) * round_bits);
+  }
+  template <typename Format>
+  static __m256d multiplier(const Context& c, int t) {
+    return _mm256_set1_pd(0x1p32 * Format::kFinalScale * (c.scale ? c.scale[t] : 1.0f));
+  }
+};
+
 // One row's group k of g blocks (values and scales at v, s) x N tokens:
 // the row's group is decoded once for the N tokens. Every (row, token)
 // result goes through the same operations in the same order whatever the
 // tile's shape.
-template <int N, bool Tail, typename Format>
+template <int N, bool Tail, typename Format, typename Sums>
 __attribute__((always_inline)) inline void row_group(const uint8_t* v, const uint8_t* s, int g, const Activations& x,
-                                                     int t0, int64_t k, __m256 (&acc)[N]) {
+                                                     int t0, int64_t k, typename Sums::Acc (&acc)[N],
+                                                     typename Sums::Context& context, const __m256d (&m)[N]) {
   XGroup xg[N];
   typename Format::Sum sum[N];
 #pragma GCC unroll 8
@@ -430,7 +496,7 @@ __attribute__((always_inline)) inline void row_group(const uint8_t* v, const uin
   }
   const auto coef = Format::coefficients(s, g).template masked_to<Tail>(g);
 #pragma GCC unroll 8
-  for (int t = 0; t < N; ++t) acc[t] = coef.accumulate(acc[t], sum[t], xg[t]);
+  for (int t = 0; t < N; ++t) acc[t] = Sums::add(acc[t], coef, sum[t], xg[t], context, m[t]);
 }
 
 // How far ahead of a decode tile its stream is fetched: the weights are
@@ -453,9 +519,11 @@ constexpr int kStreamTile = 2;
 
 // Rows r0..r0+R-1 of a tile of T rows, group k of g blocks (at `group`);
 // Fetch: the first pass over weights that come from memory.
-template <int R, int N, bool Tail, bool Fetch, typename Format>
+template <int R, int N, bool Tail, bool Fetch, typename Format, typename Sums>
 __attribute__((always_inline)) inline void group_step(const uint8_t* group, int64_t T, int64_t r0, int g,
-                                                      const Activations& x, int t0, int64_t k, __m256 (&acc)[R][N]) {
+                                                      const Activations& x, int t0, int64_t k,
+                                                      typename Sums::Acc (&acc)[R][N], typename Sums::Context& context,
+                                                      const __m256d (&m)[N]) {
   constexpr int V = Format::kValueBytes;
   const int S = Format::scale_bytes(g);  // a row's
   const uint8_t* values = group + r0 * g * V;
@@ -469,25 +537,31 @@ __attribute__((always_inline)) inline void group_step(const uint8_t* group, int6
         _mm_prefetch(reinterpret_cast<const char*>(values + r * g * V + kPrefetchBytes + off), _MM_HINT_T0);
       if (r == R - 1) _mm_prefetch(reinterpret_cast<const char*>(scales + kPrefetchBytes), _MM_HINT_T0);
     }
-    row_group<N, Tail, Format>(values + r * g * V, scales + r * S, g, x, t0, k, acc[r]);
+    row_group<N, Tail, Format, Sums>(values + r * g * V, scales + r * S, g, x, t0, k, acc[r], context, m);
   }
 }
 
 // Rows r0..r0+R-1 of the tile of T rows at `tile` x tokens t0..t0+N-1, into
 // y[(t0 + t) * y_stride + r].
-template <int R, int N, typename Format, bool Fetch = false>
-void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int t0, float* y, int64_t y_stride) {
+template <int R, int N, typename Format, typename Sums, bool Fetch = false>
+void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int t0, typename Sums::Out* y,
+          int64_t y_stride, typename Sums::Context& context) {
   const int64_t blocks = x.cols / 32, full = blocks / kGroupBlocks;
   const int tail = static_cast<int>(blocks % kGroupBlocks);
   const int64_t group_bytes = T * (kGroupBlocks * Format::kValueBytes + Format::scale_bytes(kGroupBlocks));
-  __m256 acc[R][N];
+  typename Sums::Acc acc[R][N];
   for (auto& row : acc)
-    for (auto& a : row) a = _mm256_setzero_ps();
+    for (auto& a : row) a = Sums::zero();
+  __m256d m[N];
+  for (int t = 0; t < N; ++t) m[t] = Sums::template multiplier<Format>(context, t0 + t);
   for (int64_t k = 0; k < full; ++k)
-    group_step<R, N, false, Fetch, Format>(tile + k * group_bytes, T, r0, kGroupBlocks, x, t0, k, acc);
-  if (tail) group_step<R, N, true, Fetch, Format>(tile + full * group_bytes, T, r0, tail, x, t0, full, acc);
+    group_step<R, N, false, Fetch, Format, Sums>(tile + k * group_bytes, T, r0, kGroupBlocks, x, t0, k, acc, context,
+                                                 m);
+  if (tail)
+    group_step<R, N, true, Fetch, Format, Sums>(tile + full * group_bytes, T, r0, tail, x, t0, full, acc, context, m);
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < N; ++t) y[(t0 + t) * y_stride + r] = hsum(acc[r][t]) * Format::kFinalScale;
+    for (int t = 0; t < N; ++t)
+      y[(t0 + t) * y_stride + r] = Sums::template result<Format>(acc[r][t], full + (tail ? 1 : 0));
 }
 
 // Tiles over the rows and all tokens. Decode and a step of a few
@@ -501,25 +575,25 @@ void tile(const uint8_t* tile, int64_t T, int64_t r0, const Activations& x, int 
 // would stream the whole batch's activations from L3 for every row). The
 // shapes were chosen by measurement (bench/results/2026-11-26-diary.md, "Tried
 // and not kept").
-template <typename Format>
-void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
-                      const Activations& x, float* y, int64_t y_stride) {
+template <typename Format, typename Sums>
+void products(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+              const Activations& x, typename Sums::Out* y, int64_t y_stride, typename Sums::Context& context) {
   constexpr int64_t kPanel = 16;
   // Row `row` alone, within its tile.
   auto one_row = [&]<int N>(int64_t row, int t) {
     const int64_t T = tile_rows(row, rows), r = row % T;
-    tile<1, N, Format>(w + (row - r) * row_bytes, T, r, x, t, y + (row - row_begin), y_stride);
+    tile<1, N, Format, Sums>(w + (row - r) * row_bytes, T, r, x, t, y + (row - row_begin), y_stride, context);
   };
   if (x.tokens <= kStreamTokens) {
     for (int64_t row = row_begin; row < row_end;) {
       if (row % kTileRows == 0 && row + kTileRows <= row_end && tile_rows(row, rows) == kTileRows) {
         const uint8_t* t = w + row * row_bytes;
-        float* out = y + (row - row_begin);
+        typename Sums::Out* out = y + (row - row_begin);
         // The tile's tokens by kStreamTile, then 2, then 1; the first pass
         // fetches ahead.
         auto pass = [&]<int N>(int t0) {
-          t0 == 0 ? tile<kTileRows, N, Format, true>(t, kTileRows, 0, x, 0, out, y_stride)
-                  : tile<kTileRows, N, Format>(t, kTileRows, 0, x, t0, out, y_stride);
+          t0 == 0 ? tile<kTileRows, N, Format, Sums, true>(t, kTileRows, 0, x, 0, out, y_stride, context)
+                  : tile<kTileRows, N, Format, Sums>(t, kTileRows, 0, x, t0, out, y_stride, context);
         };
         int t0 = 0;
         for (; t0 + kStreamTile <= x.tokens; t0 += kStreamTile) pass.template operator()<kStreamTile>(t0);
@@ -548,6 +622,21 @@ void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_
   }
 }
 
+template <typename Format>
+void quantized_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+                      const Activations& x, float* y, int64_t y_stride) {
+  FloatSums::Context context;
+  products<Format, FloatSums>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride, context);
+}
+
+template <typename Format>
+bool fixed_matmul(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+                  const Activations& x, const float* scale, int64_t* y, int64_t y_stride) {
+  FixedSums::Context context{scale};
+  products<Format, FixedSums>(w, row_bytes, rows, row_begin, row_end, x, y, y_stride, context);
+  return _mm256_movemask_ps(context.bad) == 0;
+}
+
 // The kernels of kPackedTypes, in its order.
 using Formats = std::tuple<Q8_0Format, Mxfp4Format, BlockLinearFormat<-1, 15, -8>, BlockLinearFormat<-1, 15, 0>,
                            BlockLinearFormat<4, 31, -16>, BlockLinearFormat<4, 31, 0>, Iq4Format<false>, Q2_KFormat,
@@ -558,8 +647,14 @@ template <size_t... I>
 constexpr std::array<KernelSet::QuantizedMatmul, kPackedTypeCount> quantized_kernels(std::index_sequence<I...>) {
   return {quantized_matmul<std::tuple_element_t<I, Formats>>...};
 }
+template <size_t... I>
+constexpr std::array<KernelSet::FixedMatmul, kPackedTypeCount> fixed_kernels(std::index_sequence<I...>) {
+  return {fixed_matmul<std::tuple_element_t<I, Formats>>...};
+}
 constexpr std::array<KernelSet::QuantizedMatmul, kPackedTypeCount> kQuantized =
     quantized_kernels(std::make_index_sequence<kPackedTypeCount>());
+constexpr std::array<KernelSet::FixedMatmul, kPackedTypeCount> kFixed =
+    fixed_kernels(std::make_index_sequence<kPackedTypeCount>());
 
 // Float weights: Load turns 8 weights at p into 8 floats.
 template <int Bytes, typename Load, typename Scalar>

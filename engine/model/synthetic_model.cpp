@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
+#include <memory>
 #include <optional>
 
 #include "engine/gguf/gguf_reader.h"
@@ -332,7 +332,8 @@ std::vector<std::string> synthetic_model_paths(const SyntheticSpec& spec, const 
 }
 
 void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std::string& path,
-                           const std::function<void(uint64_t, uint64_t)>& progress) {
+                           const std::function<void(uint64_t, uint64_t)>& progress,
+                           const std::vector<std::string>& inputs) {
   const ModelConfig& c = s.config;
   if (vocab.tokens.size() != c.n_vocab)
     throw InputError(cat("vocabulary has ", vocab.tokens.size(), " tokens, the model ", c.n_vocab));
@@ -344,45 +345,42 @@ void write_synthetic_model(const SyntheticSpec& s, const Vocab& vocab, const std
   const uint64_t chunk_target = 8ull << 20;
   std::vector<uint8_t> buffer;
   uint64_t done = 0, reported = 0;
-  // A split model is whole or absent: a failure removes the parts written.
-  size_t finished = 0;
-  try {
-    for (size_t p = 0; p < parts.size(); ++p) {
-      GgufWriter w(paths[p]);
-      if (p == 0) write_metadata(w, s, vocab);
-      if (parts.size() > 1) {  // llama.cpp's gguf-split keys, in every part
-        w.add_u16("split.no", static_cast<uint16_t>(p));
-        w.add_u16("split.count", static_cast<uint16_t>(parts.size()));
-        w.add_i32("split.tensors.count", static_cast<int32_t>(tensors.size()));
-      }
-      for (const TensorSpec& t : parts[p])
-        w.add_tensor(t.name, synthetic_type(t, s), std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
-      w.begin_data();
-      for (const TensorSpec& t : parts[p]) {
-        GgmlType type = synthetic_type(t, s);
-        Scale sc = scale_for(t, c);
-        TensorGenerator gen(t, type, sc.stddev, sc.mean, s.seed, s.rounded);
-        uint64_t rows = rows_of(t);
-        uint64_t rows_per_chunk = std::max<uint64_t>(1, chunk_target / gen.row_bytes());
-        buffer.resize(std::min(rows, rows_per_chunk) * gen.row_bytes());
-        for (uint64_t r = 0; r < rows; r += rows_per_chunk) {
-          uint64_t n = std::min(rows_per_chunk, rows - r);
-          size_t bytes = gen.next_rows(buffer.data(), n);
-          w.write_tensor_data(t.name, buffer.data(), bytes);
-          done += bytes;
-          if (progress && (done - reported >= (64ull << 20) || done == total)) {
-            progress(done, total);
-            reported = done;
-          }
+  // A split model goes in place whole: every part is written beside its
+  // path first, and only then are they renamed, so that a failure leaves
+  // what was there (and no temporary: each writer removes its own).
+  std::vector<std::unique_ptr<GgufWriter>> written;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    GgufWriter& w = *written.emplace_back(std::make_unique<GgufWriter>(paths[p], 32, inputs));
+    if (p == 0) write_metadata(w, s, vocab);
+    if (parts.size() > 1) {  // llama.cpp's gguf-split keys, in every part
+      w.add_u16("split.no", static_cast<uint16_t>(p));
+      w.add_u16("split.count", static_cast<uint16_t>(parts.size()));
+      w.add_i32("split.tensors.count", static_cast<int32_t>(tensors.size()));
+    }
+    for (const TensorSpec& t : parts[p])
+      w.add_tensor(t.name, synthetic_type(t, s), std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+    w.begin_data();
+    for (const TensorSpec& t : parts[p]) {
+      GgmlType type = synthetic_type(t, s);
+      Scale sc = scale_for(t, c);
+      TensorGenerator gen(t, type, sc.stddev, sc.mean, s.seed, s.rounded);
+      uint64_t rows = rows_of(t);
+      uint64_t rows_per_chunk = std::max<uint64_t>(1, chunk_target / gen.row_bytes());
+      buffer.resize(std::min(rows, rows_per_chunk) * gen.row_bytes());
+      for (uint64_t r = 0; r < rows; r += rows_per_chunk) {
+        uint64_t n = std::min(rows_per_chunk, rows - r);
+        size_t bytes = gen.next_rows(buffer.data(), n);
+        w.write_tensor_data(t.name, buffer.data(), bytes);
+        done += bytes;
+        if (progress && (done - reported >= (64ull << 20) || done == total)) {
+          progress(done, total);
+          reported = done;
         }
       }
-      w.finish();
-      finished = p + 1;
     }
-  } catch (...) {
-    for (size_t p = 0; p < finished; ++p) std::filesystem::remove(paths[p]);
-    throw;
+    w.complete();
   }
+  for (const std::unique_ptr<GgufWriter>& w : written) w->commit();
 }
 
 }  // namespace tps

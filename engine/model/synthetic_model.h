@@ -67,11 +67,13 @@ ModelShape synthetic_model_shape(const SyntheticSpec& spec, const QuantizePlan& 
 // model's parts PATH-less-.gguf-0000i-of-0000N.gguf.
 std::vector<std::string> synthetic_model_paths(const SyntheticSpec& spec, const std::string& path);
 
-// Writes the model to path, or to its parts (each through a temporary name,
-// renamed when complete).
-// progress(done_bytes, total_bytes) is called every few MB of tensor data.
+// Writes the model to path, or to its parts, as runtime/output_file.h writes
+// files: every part beside its path, renamed there once all are whole.
+// progress(done_bytes, total_bytes) is called every few MB of tensor data;
+// inputs are the files the run reads (which no part may be).
 void write_synthetic_model(const SyntheticSpec& spec, const Vocab& vocab, const std::string& path,
-                           const std::function<void(uint64_t, uint64_t)>& progress);
+                           const std::function<void(uint64_t, uint64_t)>& progress,
+                           const std::vector<std::string>& inputs = {});
 
 // Streams the values of one tensor: deterministic in (name, seed), the same
 // whatever the chunking. Exposed for tests.

@@ -11,14 +11,30 @@
 namespace tps {
 
 // A step as rank 0 sends it: the batch, the sequences that join (their
-// sampling parameters) and leave, or the end of the run.
+// sampling parameters, and the constraint text of those constrained) and
+// leave, or the end of the run.
 struct Generator::Plan {
   int32_t stop = 0;
   Batch batch;
   std::vector<Join> joins;
   std::vector<int32_t> leaves;
+  std::vector<std::pair<int32_t, std::string>> constraints;
 
   std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> out = fixed_bytes();
+    auto put = [&](const void* p, size_t n) {
+      out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+    };
+    const uint64_t count = constraints.size();
+    put(&count, sizeof count);
+    for (const auto& [seq, text] : constraints) {
+      const uint64_t n = text.size();
+      put(&seq, sizeof seq), put(&n, sizeof n), put(text.data(), n);
+    }
+    return out;
+  }
+
+  std::vector<uint8_t> fixed_bytes() const {
     const int32_t head[6] = {stop,
                              static_cast<int32_t>(batch.entries.size()),
                              static_cast<int32_t>(batch.tokens.size()),
@@ -59,6 +75,16 @@ struct Generator::Plan {
     take(p.batch.blocks.data(), p.batch.blocks.size() * sizeof(int32_t));
     take(p.joins.data(), p.joins.size() * sizeof(Join));
     take(p.leaves.data(), p.leaves.size() * sizeof(int32_t));
+    uint64_t count = 0;
+    take(&count, sizeof count);
+    for (uint64_t i = 0; i < count; ++i) {
+      int32_t seq = 0;
+      uint64_t n = 0;
+      take(&seq, sizeof seq), take(&n, sizeof n);
+      if (n > in.size() - at) throw Error("a step's plan arrived cut short");
+      p.constraints.emplace_back(seq, std::string(reinterpret_cast<const char*>(in.data() + at), n));
+      at += n;
+    }
     return p;
   }
 };
@@ -146,7 +172,8 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
     : model_(m),
       exchange_(exchange),
       pass_(m, forward_options(o), pool, exchange),
-      scheduler_(scheduler_options(o, m.config, m.shard)) {
+      scheduler_(scheduler_options(o, m.config, m.shard)),
+      constraint_cache_(m.tokenizer) {
   const SchedulerOptions& s = scheduler_.options();
   kv_ = KvPool(m.config, m.shard, o.kv_type, s.full_blocks, s.sliding_blocks);
   logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());
@@ -160,6 +187,7 @@ int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
   for (int32_t id : prompt)
     if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
+  if (!params.constraint.empty()) constraint_cache_.get(params.constraint);  // refused here, not on a rank
   const int seq = scheduler_.add(std::move(prompt), params.max_new);
   params_[seq] = params;
   return seq;
@@ -197,6 +225,7 @@ Generator::Plan Generator::make_plan(bool stop) {
   for (int seq : scheduler_.admitted()) {
     const SequenceParams& sp = params_.at(seq);
     p.joins.push_back(Join{seq, sp.top_logprobs, sp.sampler});
+    if (!sp.constraint.empty()) p.constraints.emplace_back(seq, sp.constraint);
   }
   return p;
 }
@@ -215,7 +244,21 @@ void Generator::apply(const Plan& p) {
     samplers_.insert_or_assign(j.seq, Sampler(j.sampler));
     alternatives_[j.seq] = j.top_logprobs;
   }
-  for (int32_t seq : p.leaves) samplers_.erase(seq), alternatives_.erase(seq);
+  for (const auto& [seq, text] : p.constraints)
+    constraints_.insert_or_assign(
+        seq, SequenceConstraint(constraint_cache_.get(text), model_.tokenizer, reasoning_budget(text)));
+  for (int32_t seq : p.leaves) samplers_.erase(seq), alternatives_.erase(seq), constraints_.erase(seq);
+}
+
+Pick Generator::choose(int32_t seq, std::span<float> row) {
+  auto c = constraints_.find(seq);
+  if (c != constraints_.end() && !c->second.mask(row, model_.shard.share.vocab.begin))
+    throw Error(cat("sequence ", seq, ": its constraint allows no next token"));
+  const SplitLogits sl = shard_logits(model_.shard, model_.config.n_vocab, row, exchange_, alone_);
+  const Pick p = pick(sl, samplers_.at(seq), alternatives_.at(seq));
+  if (c != constraints_.end() && !c->second.accept(p.id))
+    throw Error(cat("sequence ", seq, ": its constraint refused the token it allowed (", p.id, ")"));
+  return p;
 }
 
 void Generator::complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events) {
@@ -271,12 +314,9 @@ void Generator::run_together(const Events& events) {
     t0 = Clock::now();
     picks.clear();
     const int64_t rows = pass_.vocab_rows();
-    for (const BatchEntry& e : batch.entries) {
-      if (e.logits == 0) continue;
-      const std::span<const float> row(logits_.data() + picks.size() * rows, rows);
-      const SplitLogits sl = shard_logits(model_.shard, model_.config.n_vocab, row, exchange_, alone_);
-      picks.push_back(pick(sl, samplers_.at(e.seq), alternatives_.at(e.seq)));
-    }
+    for (const BatchEntry& e : batch.entries)
+      if (e.logits > 0)
+        picks.push_back(choose(e.seq, {logits_.data() + picks.size() * rows, static_cast<size_t>(rows)}));
     stats_.sampling_seconds += seconds_since(t0);
     count_step(batch, forward);
     if (root) complete(batch, picks, events);
@@ -348,12 +388,10 @@ void Generator::run_pipeline_stage() {
     t0 = Clock::now();
     chosen.clear();
     const int64_t rows = pass_.vocab_rows();
-    for (const BatchEntry& e : plan.batch.entries) {
-      if (e.logits == 0) continue;
-      const std::span<const float> row(logits_.data() + chosen.size() * rows, rows);
-      const SplitLogits sl = shard_logits(model_.shard, model_.config.n_vocab, row, exchange_, alone_);
-      chosen.push_back(Chosen{e.seq, pick(sl, samplers_.at(e.seq), alternatives_.at(e.seq))});
-    }
+    for (const BatchEntry& e : plan.batch.entries)
+      if (e.logits > 0)
+        chosen.push_back(
+            Chosen{e.seq, choose(e.seq, {logits_.data() + chosen.size() * rows, static_cast<size_t>(rows)})});
     stats_.sampling_seconds += seconds_since(t0);
     count_step(plan.batch, forward);
     exchange_.send(chosen.data(), chosen.size() * sizeof(Chosen), 0);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/sched/constraint.h"
 #include "engine/sched/pick.h"
 #include "engine/sched/scheduler.h"
 #include "engine/step/forward.h"
@@ -54,8 +55,9 @@ uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& con
 // What a sequence asks for besides its prompt.
 struct SequenceParams {
   SamplerParams sampler;
-  int max_new = 256;     // tokens to generate at most
-  int top_logprobs = 0;  // alternatives each Pick reports
+  int max_new = 256;       // tokens to generate at most
+  int top_logprobs = 0;    // alternatives each Pick reports
+  std::string constraint;  // a grammar its output is held to (constraint.h); empty: none
 };
 
 class Generator {
@@ -103,6 +105,8 @@ class Generator {
   const StepTimings& timings() const { return pass_.timings(); }
   uint64_t weight_bytes_read() const { return pass_.weight_bytes_read(); }
   const Scheduler& scheduler() const { return scheduler_; }
+  // The compiled constraints (rank 0's validates a request's before it is added).
+  ConstraintCache& constraints() { return constraint_cache_; }
   const KvPool& kv() const { return kv_; }
 
  private:
@@ -118,6 +122,9 @@ class Generator {
   Plan make_plan(bool stop);
   void tell_waiting(const Events& events);
   void complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events);
+  // The sampling ranks' pick of an entry's next token from its logits row
+  // (masked first when its sequence is constrained).
+  Pick choose(int32_t seq, std::span<float> row);
   void count_step(const Batch& batch, double forward_seconds);
 
   const Model& model_;
@@ -129,9 +136,11 @@ class Generator {
   std::map<int, SequenceParams> params_;  // rank 0: of every sequence added
   std::map<int, Sampler> samplers_;       // by sequence: on every rank that samples
   std::map<int, int> alternatives_;       // top_logprobs by sequence, where samplers are
-  std::vector<int> leaving_;              // rank 0: finished since the last plan
-  std::map<int, std::string> told_;       // rank 0: the wait reason last told per sequence
-  std::vector<float> logits_;             // [max_sequences][the rank's vocabulary rows]
+  ConstraintCache constraint_cache_;
+  std::map<int, SequenceConstraint> constraints_;  // by sequence, where samplers are
+  std::vector<int> leaving_;                       // rank 0: finished since the last plan
+  std::map<int, std::string> told_;                // rank 0: the wait reason last told per sequence
+  std::vector<float> logits_;                      // [max_sequences][the rank's vocabulary rows]
   Batch batch_;
   Stats stats_;
   // At the end of the last step counted: what the next step adds is its own.

@@ -46,10 +46,10 @@ uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, con
   // The constructor's buffers, one term each, in its order.
   const uint64_t B = std::max(o.max_tokens, 1), d = c.n_embd, kv_heads = shard.share.kv_heads.size();
   const uint64_t q = kv_heads * (c.n_head / c.n_head_kv) * c.head_dim, kv = kv_heads * c.head_dim;
-  const uint64_t ints = 3 * B, floats = 3 * B * d + 2 * B * q + 2 * B * kv;
+  const uint64_t ints = 3 * B, floats = 2 * B * d + 2 * B * q + 2 * B * kv, fixed = B * d;
   const uint64_t scores = static_cast<uint64_t>(std::max(threads, 1)) * (c.n_head / c.n_head_kv) *
                           static_cast<uint64_t>(std::max(o.max_context, 1));
-  return 4 * (ints + floats + scores) + QuantizedActivations::bytes_for(B, std::max(d, q)) +
+  return 4 * (ints + floats + scores) + 8 * fixed + QuantizedActivations::bytes_for(B, std::max(d, q)) +
          MoeBlock::buffer_bytes(c, shard, static_cast<int>(B));
 }
 
@@ -158,18 +158,22 @@ void ForwardPass::attention(int layer, const Batch& batch, KvPool& kv) {
   });
   clock.lap(timings_.attention);
 
-  // This rank's heads' part of the output projection, summed over ranks;
-  // the bias once, after the sum.
+  // This rank's heads' part of the output projection, summed over ranks
+  // exactly (split-invariant: the bits one rank gets); the bias once, after
+  // the sum.
   if (q_w > 0) {
-    run_products(pool_, kernels_, prepare(attn_.data(), n, q_w, L.wo.wants_q8()), {{L.wo, nullptr, proj_.data()}});
+    if (!run_fixed_product(pool_, kernels_, prepare(attn_.data(), n, q_w, L.wo.wants_q8()), L.wo, nullptr,
+                           proj_.data()))
+      throw Error(cat("layer ", layer, ": the attention output left the range of exact sums (", kFixedRangeText,
+                      "): the model's numbers have diverged"));
   } else {
-    std::fill_n(proj_.data(), n * d, 0.0f);
+    std::fill_n(proj_.data(), n * d, 0);
   }
   clock.lap(timings_.output_proj);
   if (shard_.sums_per_layer()) exchange_.sum(proj_.data(), n * d);
   clock.lap(timings_.exchange);
   for (int t = 0; t < n; ++t)
-    for (int64_t i = 0; i < d; ++i) x_[t * d + i] += proj_[t * d + i] + L.bo[i];
+    for (int64_t i = 0; i < d; ++i) x_[t * d + i] += fixed_to_float(proj_[t * d + i]) + L.bo[i];
   clock.lap(timings_.output_proj);
 }
 

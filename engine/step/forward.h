@@ -18,7 +18,9 @@
 // every rank runs every layer on its heads, experts or features, and the
 // partial outputs of attention and of the MoE block are summed across ranks
 // (the two exchange points of a layer), the biases of the summed outputs
-// added once after the sum. Split by layers, a rank receives the hidden
+// added once after the sum. Those two outputs are split-invariant sums
+// (kernels/matmul.h, matmul_rows_fixed) on one rank too, so any split gives
+// one rank's bits. Split by layers, a rank receives the hidden
 // state from the rank before, runs its layers and sends it on. Logits are of
 // the rank's vocabulary rows.
 #pragma once
@@ -98,8 +100,9 @@ class ForwardPass {
   // The step's tokens: each one's entry, position, and the order attention
   // takes them in (most positions seen first).
   std::vector<int> token_entry_, token_pos_, attention_order_;
-  // Activations, [max_tokens][width] f32.
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_;
+  // Activations, [max_tokens][width] f32; the attention output's fixed-point sums.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_;
+  std::vector<int64_t> proj_;
   QuantizedActivations xq_;  // quantized input of the current product
   MoeBlock moe_;
   std::vector<std::vector<float>> scores_;  // per thread: attention scores [heads per kv head][max_context]

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/log.h"
+
 namespace tps {
 
 namespace {
@@ -42,9 +44,16 @@ KvPool::KvPool(const ModelConfig& c, const Shard& s, KvType type, int full_block
 void KvPool::store(int layer, int block, int lane, const float* k, const float* v) {
   uint8_t* keys = page(layer, block);
   uint8_t* values = keys + kv_heads_ * key_block_bytes_ + int64_t{lane} * kv_heads_ * value_bytes_;
+  int clamped = 0;
   for (int g = 0; g < kv_heads_; ++g) {
-    store_keys(type_, keys + g * key_block_bytes_, hd_, lane, k + g * hd_);
-    store_values(type_, values + g * value_bytes_, hd_, v + g * hd_);
+    clamped += store_keys(type_, keys + g * key_block_bytes_, hd_, lane, k + g * hd_);
+    clamped += store_values(type_, values + g * value_bytes_, hd_, v + g * hd_);
+  }
+  if (clamped > 0 && !warned_) {  // once: a model that overflows the type does it at every token
+    warned_ = true;
+    log_warn("KV cache ", kv_type_name(type_), ": ", clamped, " key or value element(s) of layer ", layer,
+             " beyond what it keeps (+-", kv_type_limit(type_),
+             ") stored as that, not as inf; --kv-type f32 keeps them (said once)");
   }
 }
 

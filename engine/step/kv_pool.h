@@ -56,7 +56,9 @@ class KvPool {
   uint64_t bytes() const { return memory_.size(); }
 
   // Stores one position's keys and values, each [kv heads][head_dim], at
-  // lane `lane` of block `block` of layer `layer` (global index).
+  // lane `lane` of block `block` of layer `layer` (global index). Elements
+  // beyond what the type keeps are stored as its limit (kv_format.h), and
+  // the first time a pool does so it says so on stderr.
   void store(int layer, int block, int lane, const float* k, const float* v);
 
   // out[h][head_dim] = the attention of query heads h in [0, heads) (q
@@ -83,6 +85,7 @@ class KvPool {
   int64_t page_bytes_ = 0;                         // keys and values of one block of one layer
   std::vector<Place> place_;                       // by global layer
   PageBuffer memory_;
+  bool warned_ = false;  // of elements clamped to the type
 };
 
 }  // namespace tps

@@ -1,12 +1,14 @@
 #include "engine/step/moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 
 #include "engine/kernels/layer_math.h"
 #include "engine/step/parallel_products.h"
 #include "runtime/clock.h"
+#include "runtime/error.h"
 
 namespace tps {
 
@@ -40,7 +42,7 @@ MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, Thr
   router_.resize(B * n_expert_);
   topk_.resize(entries), topk_w_.resize(entries), entry_of_.resize(entries);
   groups_.reserve(n_expert_);
-  entry_token_.reserve(entries), entry_choice_.reserve(entries);
+  entry_token_.reserve(entries), entry_choice_.reserve(entries), entry_weight_.reserve(entries);
   gathered_.resize(entries * d_), gate_up_.resize(2 * entries * ff_), swiglu_.resize(entries * ff_);
   act_q_.resize(static_cast<int>(entries), ff_);
   down_.resize(entries * d_), out_.resize(B * d_);
@@ -49,10 +51,11 @@ MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, Thr
 uint64_t MoeBlock::buffer_bytes(const ModelConfig& c, const Shard& shard, int max_tokens) {
   // The constructor's buffers, one term each, in its order.
   const uint64_t B = max_tokens, entries = B * c.n_expert_used, d = c.n_embd, ff = shard.share.ff.size();
-  const uint64_t floats = B * d + B * c.n_expert + entries /* topk_w_ */ + entries * d + 2 * entries * ff +
-                          entries * ff + entries * d + B * d;
+  const uint64_t floats = B * d + B * c.n_expert + entries /* topk_w_ */ + entries /* entry_weight_ */ + entries * d +
+                          2 * entries * ff + entries * ff;
   const uint64_t ints = entries * 4 /* topk_, entry_of_, entry_token_, entry_choice_ */ + 3 * c.n_expert /* groups_ */;
-  return 4 * (floats + ints) + QuantizedActivations::bytes_for(entries, d) +
+  const uint64_t fixed = entries * d + B * d; /* down_, out_ */
+  return 4 * (floats + ints) + 8 * fixed + QuantizedActivations::bytes_for(entries, d) +
          QuantizedActivations::bytes_for(entries, ff);
 }
 
@@ -87,7 +90,7 @@ void MoeBlock::route(const LayerWeights& w, const float* x, int n) {
 // (token, choice) entries by this rank's experts: the entries of one expert
 // are contiguous, so each expert's rows are read once for all its tokens.
 void MoeBlock::group_by_expert(int n) {
-  groups_.clear(), entry_token_.clear(), entry_choice_.clear();
+  groups_.clear(), entry_token_.clear(), entry_choice_.clear(), entry_weight_.clear();
   const Range mine = shard_.share.experts;
   for (int e = static_cast<int>(mine.begin); e < mine.end && ff_ > 0; ++e) {
     const int first = static_cast<int>(entry_token_.size());
@@ -96,6 +99,7 @@ void MoeBlock::group_by_expert(int n) {
         if (topk_[t * k_ + j] == e) {
           entry_token_.push_back(t);
           entry_choice_.push_back(t * k_ + j);
+          entry_weight_.push_back(topk_w_[t * k_ + j]);
         }
     const int count = static_cast<int>(entry_token_.size()) - first;
     if (count > 0) groups_.push_back({e - static_cast<int>(mine.begin), first, count});
@@ -134,29 +138,34 @@ void MoeBlock::run_experts(const LayerWeights& w) {
   const bool dq8 = w.down.wants_q8();
   if (dq8) quantize_on(pool_, act_q_, act, entries, ff);
   ThreadPool::Chunks down_rows(n_groups * d, row_grain(w.down), pool_.size());
+  std::atomic<bool> in_range{true};
   pool_.run([&](int, int) {
     take_group_runs(down_rows, d, [&](size_t gi, int64_t row0, int64_t row1) {
       const Group& g = groups_[gi];
       const Activations a = token_rows(act, ff, g.first, g.count, dq8 ? &act_q_ : nullptr);
-      matmul_rows(kernels_, w.down.slice(g.expert * d, d), row0, row1, a, down_.data() + g.first * d, d);
+      if (!matmul_rows_fixed(kernels_, w.down.slice(g.expert * d, d), row0, row1, a, entry_weight_.data() + g.first,
+                             down_.data() + g.first * d, d))
+        in_range = false;
     });
   });
+  if (!in_range)
+    throw Error(cat("an expert's output left the range of exact sums (", kFixedRangeText,
+                    "): the model's numbers have diverged"));
 }
 
-// This rank's part of the output: the sum over its entries of weight x
-// down, in top-k order per token.
+// This rank's part of the output: the sum over its entries of their
+// weighted down outputs (exact, fixed point).
 void MoeBlock::weigh(int n) {
-  std::fill_n(out_.data(), n * d_, 0.0f);
+  std::fill_n(out_.data(), n * d_, 0);
   std::fill_n(entry_of_.data(), n * k_, -1);
   for (size_t i = 0; i < entry_choice_.size(); ++i) entry_of_[entry_choice_[i]] = static_cast<int>(i);
   for (int t = 0; t < n; ++t)
     for (int j = 0; j < k_; ++j) {
       const int i = entry_of_[t * k_ + j];
       if (i < 0) continue;
-      const float wgt = topk_w_[t * k_ + j];
-      const float* y = down_.data() + static_cast<int64_t>(i) * d_;
-      float* out = out_.data() + t * d_;
-      for (int64_t k = 0; k < d_; ++k) out[k] += wgt * y[k];
+      const int64_t* y = down_.data() + static_cast<int64_t>(i) * d_;
+      int64_t* out = out_.data() + t * d_;
+      for (int64_t k = 0; k < d_; ++k) out[k] += y[k];
     }
 }
 
@@ -164,13 +173,13 @@ void MoeBlock::weigh(int n) {
 void MoeBlock::add_to_residual(const LayerWeights& w, float* x, int n) const {
   for (int t = 0; t < n; ++t) {
     float* xt = x + t * d_;
-    const float* part = out_.data() + t * d_;
+    const int64_t* part = out_.data() + t * d_;
     const int* chosen = topk_.data() + t * k_;
     const float* weight = topk_w_.data() + t * k_;
     for (int64_t k = 0; k < d_; ++k) {
       float bias = 0;
       for (int j = 0; j < k_; ++j) bias += weight[j] * w.down_b[chosen[j] * d_ + k];
-      xt[k] += part[k] + bias;
+      xt[k] += fixed_to_float(part[k]) + bias;
     }
   }
 }

@@ -8,6 +8,10 @@
 // rank). A rank computes its experts (experts split) or its features of
 // every expert (tensor split); the partial outputs are summed across ranks,
 // and the chosen experts' weighted down biases added once, after the sum.
+// The down projections are split-invariant sums (kernels/matmul.h,
+// matmul_rows_fixed), each entry's weighted by its choice's weight inside
+// the sum, and the entries of a token are added exactly: the output has one
+// rank's bits whichever rank holds which experts or features.
 // The tokens of a step are grouped by expert, so an expert's weights are read
 // once for all the tokens that chose it, whichever sequence they belong to.
 //
@@ -71,13 +75,14 @@ class MoeBlock {
   std::vector<float> topk_w_;                    // [max_tokens][k] their weights
   std::vector<Group> groups_;                    // by local expert, those chosen
   std::vector<int> entry_token_, entry_choice_;  // [entries]: the token, its t * k + j
+  std::vector<float> entry_weight_;              // [entries]: its choice's weight
   std::vector<int> entry_of_;                    // [max_tokens][k] entry of each choice, -1 if not this rank's
   std::vector<float> gathered_;                  // [entries][d] the entries' inputs
   std::vector<float> gate_up_;                   // [entries][ff] gate outputs, then [entries][ff] up outputs
   std::vector<float> swiglu_;                    // [entries][ff]
   QuantizedActivations act_q_;                   // the SwiGLU outputs, int8
-  std::vector<float> down_;                      // [entries][d]
-  std::vector<float> out_;                       // [max_tokens][d] this rank's part of the output
+  std::vector<int64_t> down_;                    // [entries][d] weighted, fixed point
+  std::vector<int64_t> out_;                     // [max_tokens][d] this rank's part of the output, fixed point
 };
 
 }  // namespace tps

@@ -1,5 +1,7 @@
 #include "engine/step/parallel_products.h"
 
+#include <atomic>
+
 namespace tps {
 
 void run_products(ThreadPool& pool, const KernelSet& kernels, const Activations& x,
@@ -21,6 +23,17 @@ void run_products(ThreadPool& pool, const KernelSet& kernels, const Activations&
       }
     }
   });
+}
+
+bool run_fixed_product(ThreadPool& pool, const KernelSet& kernels, const Activations& x, const Matrix& w,
+                       const float* scale, int64_t* y) {
+  ThreadPool::Chunks chunks(w.rows, row_grain(w), pool.size());
+  std::atomic<bool> ok{true};
+  pool.run([&](int, int) {
+    for (int64_t begin, end; chunks.next(begin, end);)
+      if (!matmul_rows_fixed(kernels, w, begin, end, x, scale, y, w.rows)) ok = false;
+  });
+  return ok;
 }
 
 void quantize_on(ThreadPool& pool, QuantizedActivations& qa, const float* x, int n, int64_t cols) {

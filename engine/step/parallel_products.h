@@ -25,6 +25,12 @@ struct Product {
 void run_products(ThreadPool& pool, const KernelSet& kernels, const Activations& x,
                   std::initializer_list<Product> products);
 
+// y[t][r] = w.row(r) . x[t] as split-invariant fixed-point sums
+// (matmul_rows_fixed), each token's weighted by scale[t] (nullptr: 1);
+// y is [x.tokens][w.rows]. False when a block's product was out of range.
+bool run_fixed_product(ThreadPool& pool, const KernelSet& kernels, const Activations& x, const Matrix& w,
+                       const float* scale, int64_t* y);
+
 // qa.quantize(x, n, cols) with the tokens shared by the pool's threads (one
 // token on the calling thread: no wake-up for a decode step).
 void quantize_on(ThreadPool& pool, QuantizedActivations& qa, const float* x, int n, int64_t cols);

@@ -10,8 +10,10 @@
 namespace tps {
 
 void validate(const SamplerParams& p) {
-  if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
-    throw InputError(cat("--temp ", p.temperature, ": expected a temperature >= 0 (0 = greedy)"));
+  if (!std::isfinite(p.temperature))  // inf is too hot to sample, not negative
+    throw InputError(cat("--temp ", p.temperature, ": expected a finite temperature >= 0 (0 = greedy)"));
+  if (p.temperature < 0)
+    throw InputError(cat("--temp ", p.temperature, ": expected a temperature >= 0 (0 = greedy), not a negative one"));
   if (p.top_k < 0) throw InputError(cat("--top-k ", p.top_k, ": expected >= 0 (0 = off)"));
   if (!(p.top_p > 0 && p.top_p <= 1)) throw InputError(cat("--top-p ", p.top_p, ": expected a value in (0, 1]"));
   if (!(p.min_p >= 0 && p.min_p < 1)) throw InputError(cat("--min-p ", p.min_p, ": expected a value in [0, 1)"));
@@ -123,7 +125,10 @@ int32_t Sampler::sample(const SplitLogits& s) {
   const double top = best(s).logit;
   auto weight = [&](float l) { return std::exp((l - top) * inv_t); };
 
-  if (p_.top_k == 0 && p_.top_p == 1 && p_.min_p == 0) {
+  // top-k keeps every token when k reaches the vocabulary: no top-k, so
+  // that it costs no sort of the whole vocabulary every token.
+  const int64_t top_k = p_.top_k < s.vocab ? p_.top_k : 0;
+  if (top_k == 0 && p_.top_p == 1 && p_.min_p == 0) {
     // No filter: the chunk the draw falls in, then the token inside it,
     // found by the chunk's owner.
     std::vector<double> chunks = chunk_sums(s, weight);
@@ -164,9 +169,9 @@ int32_t Sampler::sample(const SplitLogits& s) {
     }
     return false;
   };
-  if (p_.top_k > 0) {
+  if (top_k > 0) {
     // The top k of all ranks, normalised among themselves.
-    cand = global_top(s, p_.top_k);
+    cand = global_top(s, top_k);
     for (const Candidate& x : cand) total += prob.emplace_back(weight(x.logit));
     double acc = 0;
     keep = cand.size();

@@ -25,7 +25,7 @@ namespace tps {
 
 struct SamplerParams {
   float temperature = 1.0f;  // 0: greedy
-  int top_k = 0;             // 0: off
+  int top_k = 0;             // 0, or the vocabulary or more: off
   float top_p = 1.0f;        // (0, 1]; 1: off
   float min_p = 0.0f;        // [0, 1); 0: off
   uint64_t seed = 0;

@@ -1,0 +1,359 @@
+#include "engine/grammar/pattern.h"
+
+#include <algorithm>
+#include <bitset>
+#include <cctype>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace tps {
+
+namespace {
+
+using Ascii = std::bitset<128>;
+using Element = Grammar::Element;
+
+Ascii ascii_range(int lo, int hi) {
+  Ascii s;
+  for (int c = lo; c <= hi; ++c) s.set(c);
+  return s;
+}
+const Ascii kDigits = ascii_range('0', '9');
+const Ascii kWord = ascii_range('0', '9') | ascii_range('a', 'z') | ascii_range('A', 'Z') | ascii_range('_', '_');
+const Ascii kSpace = ascii_range('\t', '\r') | ascii_range(' ', ' ');
+
+// A set of characters: ASCII members, and whether every non-ASCII one is in.
+struct CharSet {
+  Ascii ascii;
+  bool non_ascii = false;
+  CharSet negated() const { return {~ascii, !non_ascii}; }
+};
+const CharSet kAnyButNewline{ascii_range(0, 127) & ~ascii_range('\n', '\n') & ~ascii_range('\r', '\r'), true};
+
+// A parsed pattern.
+struct Node {
+  enum class Kind { chars, literal, sequence, choice, repeat } kind;
+  explicit Node(Kind k) : kind(k) {}
+  CharSet set;              // chars
+  std::string bytes;        // literal: a non-ASCII character's UTF-8
+  std::vector<Node> parts;  // sequence, choice; repeat: its one part
+  int min = 0, max = 0;     // repeat (max -1: any)
+};
+
+class PatternParser {
+ public:
+  PatternParser(const std::string& p, const std::string& where) : p_(p), where_(where) {}
+
+  // The pattern, and whether it is anchored at each end.
+  Node parse(bool& anchored_start, bool& anchored_end) {
+    anchored_start = eat('^');
+    Node body = alternation();
+    anchored_end = false;
+    if (at_ < p_.size() && p_[at_] == '$' && at_ + 1 == p_.size()) anchored_end = true, ++at_;
+    if (at_ != p_.size()) fail(cat("unexpected '", p_[at_], "' at ", at_));
+    return body;
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(cat(where_, ": pattern '", p_, "': ", what));
+  }
+
+ private:
+  int peek() const { return at_ < p_.size() ? static_cast<unsigned char>(p_[at_]) : -1; }
+  bool eat(char c) {
+    if (peek() != static_cast<unsigned char>(c)) return false;
+    ++at_;
+    return true;
+  }
+
+  Node alternation() {
+    Node choice(Node::Kind::choice);
+    choice.parts.push_back(sequence());
+    while (eat('|')) choice.parts.push_back(sequence());
+    return choice.parts.size() == 1 ? std::move(choice.parts[0]) : choice;
+  }
+
+  Node sequence() {
+    Node seq(Node::Kind::sequence);
+    while (at_ < p_.size() && peek() != '|' && peek() != ')' && !(peek() == '$' && at_ + 1 == p_.size()))
+      seq.parts.push_back(quantified(atom()));
+    return seq;
+  }
+
+  int number() {
+    if (peek() < '0' || peek() > '9') fail(cat("a count expected at ", at_));
+    int n = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      n = n * 10 + (p_[at_++] - '0');
+      if (n > 1000) fail("repetition counts above 1000 are not supported");
+    }
+    return n;
+  }
+
+  Node quantified(Node e) {
+    int min = 1, max = 1;
+    if (eat('*')) {
+      min = 0, max = -1;
+    } else if (eat('+')) {
+      max = -1;
+    } else if (eat('?')) {
+      min = 0;
+    } else if (peek() == '{' && at_ + 1 < p_.size() && p_[at_ + 1] >= '0' && p_[at_ + 1] <= '9') {
+      ++at_;
+      min = max = number();
+      if (eat(',')) max = peek() == '}' ? -1 : number();
+      if (!eat('}')) fail(cat("'}' expected at ", at_));
+      if (max >= 0 && max < min) fail(cat("{", min, ",", max, "}: the maximum is below the minimum"));
+    } else {
+      return e;
+    }
+    eat('?');  // lazy: the same language
+    Node r(Node::Kind::repeat);
+    r.parts.push_back(std::move(e));
+    r.min = min, r.max = max;
+    return r;
+  }
+
+  static Node chars(const CharSet& s) {
+    Node n(Node::Kind::chars);
+    n.set = s;
+    return n;
+  }
+
+  // One character escaped after a backslash, as a set.
+  CharSet escape(bool in_class) {
+    if (at_ >= p_.size()) fail("a pattern may not end with a backslash");
+    const char c = p_[at_++];
+    auto hex = [&](int digits) {
+      int v = 0;
+      for (int i = 0; i < digits; ++i) {
+        const int h = peek();
+        const int d = h >= '0' && h <= '9'   ? h - '0'
+                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                             : -1;
+        if (d < 0) fail(cat("\\", c, " needs ", digits, " hex digits"));
+        v = v * 16 + d, ++at_;
+      }
+      if (v >= 128) fail(cat("\\", c, " of a non-ASCII character is not supported"));
+      return CharSet{ascii_range(v, v)};
+    };
+    switch (c) {
+      case 'd': return {kDigits};
+      case 'D': return CharSet{kDigits}.negated();
+      case 'w': return {kWord};
+      case 'W': return CharSet{kWord}.negated();
+      case 's': return {kSpace};
+      case 'S': return CharSet{kSpace}.negated();
+      case 't': return {ascii_range('\t', '\t')};
+      case 'n': return {ascii_range('\n', '\n')};
+      case 'r': return {ascii_range('\r', '\r')};
+      case 'f': return {ascii_range('\f', '\f')};
+      case 'v': return {ascii_range('\v', '\v')};
+      case '0': return {ascii_range(0, 0)};
+      case 'x': return hex(2);
+      case 'u': return hex(4);
+      case 'b':
+        if (in_class) return {ascii_range('\b', '\b')};
+        fail("word boundaries (\\b) are not supported");
+      default:
+        if (std::isalnum(static_cast<unsigned char>(c)))
+          fail(cat("\\", c, " (a backreference or an unknown escape) is not supported"));
+        return {ascii_range(static_cast<unsigned char>(c), static_cast<unsigned char>(c))};
+    }
+  }
+
+  CharSet bracket() {
+    const bool negate = eat('^');
+    CharSet s;
+    bool first = true;
+    while (at_ < p_.size() && (first || peek() != ']')) {
+      first = false;
+      auto one = [&]() -> CharSet {
+        const int c = peek();
+        if (c >= 0x80) fail("non-ASCII characters in a class are not supported");
+        ++at_;
+        return c == '\\' ? escape(true) : CharSet{ascii_range(c, c)};
+      };
+      const size_t start = at_;
+      CharSet lo = one();
+      if (peek() == '-' && at_ + 1 < p_.size() && p_[at_ + 1] != ']') {
+        ++at_;
+        const CharSet hi = one();
+        auto single = [&](const CharSet& x) {
+          if (x.ascii.count() != 1 || x.non_ascii) fail(cat("a range at ", start, " needs single characters"));
+          for (int c = 0; c < 128; ++c)
+            if (x.ascii[c]) return c;
+          return 0;
+        };
+        const int a = single(lo), b = single(hi);
+        if (a > b) fail(cat("range ", static_cast<char>(a), "-", static_cast<char>(b), " is reversed"));
+        lo = CharSet{ascii_range(a, b)};
+      }
+      s.ascii |= lo.ascii, s.non_ascii |= lo.non_ascii;
+    }
+    if (!eat(']')) fail("an unterminated class");
+    return negate ? s.negated() : s;
+  }
+
+  Node atom() {
+    const int c = peek();
+    if (eat('(')) {
+      if (eat('?') && !eat(':')) fail("lookaround and named groups are not supported");
+      Node inner = alternation();
+      if (!eat(')')) fail("an unclosed group");
+      return inner;
+    }
+    if (eat('[')) return chars(bracket());
+    if (eat('.')) return chars(kAnyButNewline);
+    if (eat('\\')) return chars(escape(false));
+    if (c == '^' || c == '$') fail(cat("'", static_cast<char>(c), "' is supported only at the start or the end"));
+    if (c == '*' || c == '+' || c == '?' || c == '{' || c == ')')
+      fail(cat("'", static_cast<char>(c), "' at ", at_, " has nothing to repeat"));
+    if (c < 0x80) {
+      ++at_;
+      return chars(CharSet{ascii_range(c, c)});
+    }
+    // A literal non-ASCII character: its UTF-8 bytes as they are (JSON
+    // text needs no escape for it).
+    const size_t start = at_++;
+    while (at_ < p_.size() && (static_cast<unsigned char>(p_[at_]) & 0xC0) == 0x80) ++at_;
+    Node n(Node::Kind::literal);
+    n.bytes = p_.substr(start, at_ - start);
+    return n;
+  }
+
+  const std::string& p_;
+  const std::string& where_;
+  size_t at_ = 0;
+};
+
+// Emits a parsed pattern as rules. A repeated character class becomes a
+// loop (grammar.h) -- a table lookup per token instead of a walk of every
+// token made of its characters -- when nothing that may follow it starts
+// with a byte its characters' text starts with (a loop leaves only on a
+// byte it cannot take); otherwise a rule repetition.
+class Emitter {
+ public:
+  Emitter(Grammar& g, JsonText& text) : g_(g), text_(text) {}
+
+  // First bytes of a node's JSON text, and whether it can be empty.
+  static ByteSet first(const CharSet& s) {
+    ByteSet out;
+    for (int c = 0; c < 128; ++c)
+      if (s.ascii[c]) out.set(static_cast<uint8_t>(JsonText::char_text(c)[0]));
+    if (s.non_ascii)
+      for (int b = 0xC2; b <= 0xF4; ++b) out.set(b);
+    return out;
+  }
+  static ByteSet first(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::chars: return first(n.set);
+      case Node::Kind::literal: return ByteSet().set(static_cast<uint8_t>(n.bytes[0]));
+      case Node::Kind::choice: {
+        ByteSet out;
+        for (const Node& p : n.parts) out |= first(p);
+        return out;
+      }
+      case Node::Kind::sequence: {
+        ByteSet out;
+        for (const Node& p : n.parts) {
+          out |= first(p);
+          if (!nullable(p)) break;
+        }
+        return out;
+      }
+      case Node::Kind::repeat: return first(n.parts[0]);
+    }
+    return {};
+  }
+  static bool nullable(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::chars:
+      case Node::Kind::literal: return false;
+      case Node::Kind::choice:
+        return std::any_of(n.parts.begin(), n.parts.end(), [](const Node& p) { return nullable(p); });
+      case Node::Kind::sequence:
+        return std::all_of(n.parts.begin(), n.parts.end(), [](const Node& p) { return nullable(p); });
+      case Node::Kind::repeat: return n.min == 0 || nullable(n.parts[0]);
+    }
+    return false;
+  }
+
+  // The node as an element, given the first bytes of what may follow it.
+  Element emit(const Node& n, const ByteSet& follow) {
+    switch (n.kind) {
+      case Node::Kind::chars: return Grammar::rule(text_.characters(n.set.ascii, n.set.non_ascii));
+      case Node::Kind::literal: return Grammar::rule(g_.literal(n.bytes));
+      case Node::Kind::choice: {
+        const int r = g_.declare("alternatives");
+        for (const Node& p : n.parts) g_.add_alternative(r, {emit(p, follow)});
+        return Grammar::rule(r);
+      }
+      case Node::Kind::sequence: {
+        std::vector<Element> out(n.parts.size());
+        ByteSet after = follow;
+        for (size_t i = n.parts.size(); i-- > 0;) {
+          out[i] = emit(n.parts[i], after);
+          after = nullable(n.parts[i]) ? after | first(n.parts[i]) : first(n.parts[i]);
+        }
+        return Grammar::rule(g_.sequence("sequence", out));
+      }
+      case Node::Kind::repeat: {
+        const Node& part = n.parts[0];
+        if (part.kind == Node::Kind::chars && (first(part.set) & follow).none())
+          return g_.loop(JsonText::class_dfa(part.set.ascii, part.set.non_ascii), n.min, n.max);
+        return Grammar::rule(g_.repeat("repeat", emit(part, follow | first(part)), n.min, n.max));
+      }
+    }
+    return {};
+  }
+
+ private:
+  Grammar& g_;
+  JsonText& text_;
+};
+
+}  // namespace
+
+int pattern_rule(Grammar& g, JsonText& text, const std::string& pattern, const std::string& where) {
+  bool anchored_start = false, anchored_end = false;
+  Node body = PatternParser(pattern, where).parse(anchored_start, anchored_end);
+  // Without an anchor, characters of any kind may come before or after the
+  // match: the body between two "anything" repetitions. The string's
+  // closing quote follows it all.
+  Node any(Node::Kind::repeat);
+  Node every(Node::Kind::chars);
+  every.set = CharSet{ascii_range(0, 127), true};
+  any.parts.push_back(every);
+  any.min = 0, any.max = -1;
+  Node whole(Node::Kind::sequence);
+  if (!anchored_start) whole.parts.push_back(any);
+  whole.parts.push_back(std::move(body));
+  if (!anchored_end) whole.parts.push_back(any);
+  Emitter emitter(g, text);
+  return g.sequence("pattern", {emitter.emit(whole, ByteSet().set('"'))});
+}
+
+int format_rule(Grammar& g, JsonText& text, const std::string& format, const std::string& where) {
+  static const std::string kDate =
+      "\\d{4}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)";
+  static const std::string kTime = "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
+  std::string p;
+  if (format == "date")
+    p = kDate;
+  else if (format == "time")
+    p = kTime;
+  else if (format == "date-time")
+    p = kDate + "T" + kTime;
+  else if (format == "uuid")
+    p = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+  else if (format == "email")
+    p = "[a-z0-9_+-]{1,20}(\\.[a-z0-9_+-]{1,20}){0,2}@([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\\.){1,3}[a-z]{2,10}";
+  else
+    throw InputError(cat(where, ": format '", format, "' is not supported (date-time, date, time, uuid, email are)"));
+  return pattern_rule(g, text, "^" + p + "$", where);
+}
+
+}  // namespace tps

@@ -1,0 +1,304 @@
+// Constrained decoding's engine (engine/grammar): grammars, the matcher's
+// masks against brute force over the whole o200k vocabulary, JSON Schema's
+// keywords each on texts that must and must not match, and refusals that
+// name the keyword and its path.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "engine/grammar/harmony_turn.h"
+#include "engine/grammar/json_schema.h"
+#include "engine/grammar/json_text.h"
+#include "engine/grammar/matcher.h"
+#include "engine/grammar/pattern.h"
+#include "runtime/error.h"
+#include "tests/test_vocab.h"
+
+namespace tps {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::shared_ptr<const TokenIndex> index() {
+  static const auto i = std::make_shared<const TokenIndex>(testing::test_tokenizer());
+  return i;
+}
+
+std::shared_ptr<const CompiledGrammar> compiled(Grammar g, int start) {
+  return compile_grammar(std::move(g), start, index(), {testing::test_tokenizer().special_id("<|return|>").value()});
+}
+
+std::shared_ptr<const CompiledGrammar> schema(const std::string& text) {
+  Grammar g;
+  const int r = add_json_schema(g, json::parse(text));
+  return compiled(std::move(g), r);
+}
+
+// Feeds text as the tokenizer splits it; true when every token is taken
+// and the text is a whole match.
+bool matches(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  Matcher m(g);
+  for (int32_t id : testing::test_tokenizer().encode(text))
+    if (!m.accept(id)) return false;
+  return m.complete();
+}
+
+// The mask equals, token by token, whether the matcher takes the token.
+void expect_mask_is_exact(Matcher& m, const std::string& what) {
+  const TokenSet& mask = m.allowed();
+  const int32_t vocab = index()->vocab();
+  int32_t allowed = 0;
+  for (int32_t id = 0; id < vocab; ++id) {
+    const bool takes = m.accepts(id);
+    ASSERT_EQ(mask.test(id), takes) << what << ": token " << id << " '" << testing::test_tokenizer().token_bytes(id)
+                                    << "'";
+    allowed += takes;
+  }
+  EXPECT_EQ(mask.count(), allowed);
+}
+
+TEST(Grammar, LeftRecursionAndEmptyRulesAreRefused) {
+  Grammar g;
+  const int a = g.declare("a");
+  g.add_alternative(a, {Grammar::rule(a), g.byte('x')});
+  EXPECT_THROW(g.finish(a), InputError);
+  Grammar h;
+  const int b = h.declare("b");
+  EXPECT_THROW(h.finish(b), InputError);
+}
+
+TEST(Grammar, MasksEqualBruteForceAlongAText) {
+  // Free text inside a JSON string, a closed string, structure, a number.
+  auto g = schema(R"({"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}},
+                      "required":["name","n"],"additionalProperties":false})");
+  const std::string text = R"({"name": "Ada Lovelace, \u00e9 \"q\"", "n": -42})";
+  Matcher m(g);
+  std::vector<int32_t> ids = testing::test_tokenizer().encode(text);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % 3 == 0) expect_mask_is_exact(m, "after " + std::to_string(i) + " tokens");
+    ASSERT_TRUE(m.accept(ids[i])) << "token " << i;
+  }
+  EXPECT_TRUE(m.complete());
+  expect_mask_is_exact(m, "complete");
+}
+
+TEST(Grammar, RandomWalksNeverMeetAnEmptyMask) {
+  auto g = schema(R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":5},
+                      "maxItems":3},"ok":{"type":"boolean"},"x":{"type":"number","minimum":-5,"maximum":5}},
+                      "required":["ok"]})");
+  std::mt19937 rng(7);
+  for (int walk = 0; walk < 20; ++walk) {
+    Matcher m(g);
+    for (int step = 0; step < 60 && !m.complete(); ++step) {
+      const TokenSet& mask = m.allowed();
+      ASSERT_GT(mask.count(), 0) << "walk " << walk << " step " << step;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < index()->vocab(); ++id)
+        if (mask.test(id)) allowed.push_back(id);
+      ASSERT_TRUE(m.accept(allowed[rng() % allowed.size()]));
+    }
+  }
+}
+
+TEST(JsonSchema, EachKeywordAcceptsWhatItAllowsAndNothingElse) {
+  struct Case {
+    const char* schema;
+    std::vector<const char*> valid, invalid;
+  };
+  const std::vector<Case> cases = {
+      {R"({"type":"string"})", {R"("")", R"("héllo \n \u0041")"}, {"1", R"("a)", "\"\x01\""}},
+      {R"({"type":"string","minLength":2,"maxLength":3})", {R"("ab")", R"("aéb")"}, {R"("a")", R"("abcd")"}},
+      {R"({"type":"integer","minimum":-3,"exclusiveMaximum":120})",
+       {"-3", "0", "119", "57"},
+       {"-4", "120", "1.5", "007"}},
+      {R"({"type":"number","minimum":0,"maximum":1})", {"0", "0.25", "1", "0.999"}, {"-0.5", "1.5", "2", "1e0"}},
+      {R"({"type":"number"})", {"-12.5e+3", "0", "3.25"}, {"01", "+1", ".5"}},
+      {R"({"enum":["a",1,null,{"k":[true]}]})", {R"("a")", "1", "null", R"({"k":[true]})"}, {R"("b")", "2"}},
+      {R"({"const":"x\"y"})", {R"("x\"y")"}, {R"("xy")"}},
+      {R"({"type":["integer","null"]})", {"5", "null"}, {"true"}},
+      {R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":2})",
+       {"[1]", "[1, 2]"},
+       {"[]", "[1,2,3]", R"(["a"])"}},
+      {R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})",
+       {R"(["a", 1])", R"(["a"])", "[]"},
+       {R"(["a", 1, 2])", R"([1])"}},
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"]})",
+       {R"({"a": 1, "b": "x"})", R"({"b":"x"})"},
+       {R"({"a": 1})", R"({"b":"x","c":1})", "{}"}},
+      {R"({"type":"object","additionalProperties":{"type":"integer"}})",
+       {"{}", R"({"x": 1, "y": 2})"},
+       {R"({"x":"s"})"}},
+      {R"({"anyOf":[{"type":"string"},{"type":"integer"}]})", {R"("s")", "3"}, {"[]"}},
+      {R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},"required":["kind"]},
+                    {"type":"object","properties":{"kind":{"const":"b"}},"required":["kind"]}]})",
+       {R"({"kind":"a","x":1})", R"({"kind":"b"})"},
+       {R"({"kind":"c"})"}},
+      {R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"null"}}}]})",
+       {R"({"a":1})", R"({"a":1,"b":null})"},
+       {R"({"b":null})"}},
+      {R"({"$defs":{"node":{"type":"object","properties":{"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},
+                    "required":["next"]}},"$ref":"#/$defs/node"})",
+       {R"({"next":null})", R"({"next":{"next":{"next":null}}})"},
+       {R"({"next":1})"}},
+      {R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"})",
+       {R"("AB-123")"},
+       {R"("AB-12")", R"("ab-123")", R"("xAB-123")"}},
+      {R"({"type":"string","pattern":"cat"})", {R"("cat")", R"("a cat!")"}, {R"("dog")"}},
+      {R"({"type":"string","format":"date"})",
+       {R"("2024-02-28")", R"("1999-12-31")"},
+       {R"("2024-02-30")", R"("24-01-01")"}},
+      {R"({"type":"string","format":"date-time"})",
+       {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T03:04:05.5+01:00")"},
+       {R"("2024-01-02 03:04:05Z")"}},
+      {R"({"type":"string","format":"uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"}},
+      {R"({"type":"string","format":"email"})", {R"("a.b@example.com")"}, {R"("a@b")", R"("@x.com")"}},
+      {"true", {"1", R"({"a":[null]})"}, {"nul"}},
+  };
+  for (const Case& c : cases) {
+    auto g = schema(c.schema);
+    for (const char* text : c.valid) EXPECT_TRUE(matches(g, text)) << c.schema << " should take " << text;
+    for (const char* text : c.invalid) EXPECT_FALSE(matches(g, text)) << c.schema << " should refuse " << text;
+  }
+}
+
+// JSON-Schema-Test-Suite (Debian's json-schema-test-suite, draft 7): a
+// grammar may take fewer texts than its schema allows (members in schema
+// order, no additional members unless asked), never one the suite calls
+// invalid. Its valid data shows how much a grammar takes of what it could.
+TEST(JsonSchema, NeverTakesWhatTheTestSuiteCallsInvalid) {
+  const std::filesystem::path suite = "/usr/share/json-schema-test-suite/tests/draft7";
+  ASSERT_TRUE(std::filesystem::is_directory(suite))
+      << suite << ": install json-schema-test-suite (scripts/install-deps)";
+  int schemas = 0, refused = 0, invalid = 0, valid = 0, valid_taken = 0;
+  for (const auto& file : std::filesystem::directory_iterator(suite)) {
+    if (file.path().extension() != ".json") continue;
+    std::ifstream in(file.path());
+    for (const json& group : json::parse(in)) {
+      ++schemas;
+      std::shared_ptr<const CompiledGrammar> g;
+      try {
+        g = schema(group["schema"].dump());
+      } catch (const InputError&) {
+        ++refused;
+        continue;
+      }
+      for (const json& t : group["tests"]) {
+        const std::string text = t["data"].dump();
+        if (t["valid"].get<bool>()) {
+          ++valid, valid_taken += matches(g, text);
+        } else {
+          ++invalid;
+          EXPECT_FALSE(matches(g, text)) << file.path().filename() << ": " << group["description"] << " / "
+                                         << t["description"] << ": " << text;
+        }
+      }
+    }
+  }
+  std::printf("draft 7: %d schemas, %d refused; %d invalid texts refused; %d of %d valid texts taken\n", schemas,
+              refused, invalid, valid_taken, valid);
+  // Measured: 57 of 124 schemas honoured (the rest use not, if/then/else,
+  // dependencies, patternProperties, remote references ... by design of
+  // the suite, or match nothing at all), 82 of 109 valid texts taken, all
+  // 106 invalid ones refused.
+  EXPECT_GE(schemas - refused, 57);
+}
+
+TEST(JsonSchema, WhatItCannotHonourIsRefusedByKeywordAndPath) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {R"({"type":"object","properties":{"a":{"not":{"type":"string"}}}})",
+       "schema at /properties/a: 'not' is not supported"},
+      {R"({"type":"array","uniqueItems":true})", "schema at /: 'uniqueItems' is not supported"},
+      {R"({"type":"number","minimum":0.5})", "minimum 0.5"},
+      {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", "'oneOf' whose branches may both match"},
+      {R"({"$ref":"https://example.com/s.json"})", "only references inside the document"},
+      {R"({"$ref":"#/$defs/missing"})", "points at nothing"},
+      {R"({"type":"string","pattern":"(a)\\1"})", "backreference"},
+      {R"({"type":"string","format":"hostname"})", "format 'hostname' is not supported"},
+      {R"({"type":"thing"})", "is not a JSON Schema type"},
+      {R"({"type":"string","maxLength":100000})", "'maxLength' above"},
+      {"false", "accepts nothing"},
+  };
+  for (const auto& [text, message] : cases) {
+    Grammar g;
+    try {
+      add_json_schema(g, json::parse(text));
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << text << ": " << e.what();
+    }
+  }
+}
+
+// Texts with harmony's special tokens written out, as the model would emit them.
+bool turn_matches(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  Matcher m(g);
+  for (int32_t id : testing::test_tokenizer().encode(text, /*parse_special=*/true))
+    if (!m.accept(id)) return false;
+  return m.complete();
+}
+
+TEST(HarmonyTurn, HoldsChannelsAndAnswersToWhatTheRequestAllows) {
+  const Tokenizer& tok = testing::test_tokenizer();
+  const std::string think = "<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant";
+  const std::string json_final = "<|channel|>final<|message|>{\"a\": 1}<|return|>";
+  const std::string call =
+      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+      "\"Oslo\"}<|call|>";
+  auto turn = [&](bool final_answer, bool with_tool, bool schema) {
+    Grammar g;
+    HarmonyTurn t;
+    t.final_answer = final_answer;
+    if (schema)
+      t.final_content = add_json_schema(g, json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},
+                                                           "required":["a"]})"));
+    if (with_tool)
+      t.tools.push_back({"get_weather", add_json_schema(g, json::parse(R"({"type":"object","properties":{"city":
+                                                                           {"type":"string"}},"required":["city"]})"))});
+    const int start = add_harmony_turn(g, tok, t);
+    return compiled(std::move(g), start);
+  };
+  auto structured = turn(true, false, true);
+  EXPECT_TRUE(turn_matches(structured, think + json_final));
+  EXPECT_TRUE(turn_matches(structured, json_final));
+  EXPECT_FALSE(turn_matches(structured, "<|channel|>final<|message|>{\"a\": \"x\"}<|return|>"));
+  EXPECT_FALSE(turn_matches(structured, call));
+  auto required = turn(false, true, false);
+  EXPECT_TRUE(turn_matches(required, think + call));
+  EXPECT_FALSE(turn_matches(required, json_final));
+  EXPECT_FALSE(turn_matches(required,
+                            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                            "{\"town\": \"Oslo\"}<|call|>"));
+  auto free = turn(true, true, false);
+  EXPECT_TRUE(turn_matches(free, "<|channel|>final<|message|>Any text at all.<|return|>"));
+  EXPECT_TRUE(turn_matches(free, call));
+  // The turn opens with a channel, and the analysis ends only with <|end|>.
+  Matcher m(structured);
+  const TokenSet& first = m.allowed();
+  EXPECT_EQ(first.count(), 1);
+  EXPECT_TRUE(first.test(tok.special_id("<|channel|>").value()));
+  for (int32_t id : tok.encode("<|channel|>analysis<|message|>Hmm", true)) ASSERT_TRUE(m.accept(id));
+  EXPECT_TRUE(m.allowed().test(tok.special_id("<|end|>").value()));
+  EXPECT_FALSE(m.allowed().test(tok.special_id("<|return|>").value()));
+  expect_mask_is_exact(m, "in the analysis");
+}
+
+TEST(JsonSchema, SpecialTokensAndEndTokensComeOnlyWhereTheGrammarSaysSo) {
+  const Tokenizer& tok = testing::test_tokenizer();
+  const int32_t end = tok.special_id("<|end|>").value(), ret = tok.special_id("<|return|>").value();
+  auto g = schema(R"({"type":"boolean"})");
+  Matcher m(g);
+  EXPECT_FALSE(m.allowed().test(end));
+  EXPECT_FALSE(m.allowed().test(ret));
+  for (int32_t id : tok.encode("true")) ASSERT_TRUE(m.accept(id));
+  EXPECT_TRUE(m.complete());
+  EXPECT_TRUE(m.allowed().test(ret));  // the end token, once whole
+  EXPECT_FALSE(m.accept(end));
+  EXPECT_TRUE(m.accept(ret));
+}
+
+}  // namespace
+}  // namespace tps
