@@ -132,29 +132,21 @@ std::string text_of(const json& content, const std::string& param) {
   return out;
 }
 
-// The functions offered (tools, as tool_choice says), and what a chat may
-// ask of its output. tool_choice "none" offers none: the model sees no
-// functions. A call cannot be forced yet ("required", a named function),
-// nor JSON output (response_format): refused until structured output lands.
+// The functions offered, as tool_choice says: "none" offers none (the
+// model sees no functions). What the answer must be (a call, JSON) is the
+// output constraint's (serve/output_constraint.h).
 void read_tools(const json& body, const ApiLimits& limits, ChatRequest& r) {
-  std::string choice = "auto";
-  if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) choice = it->get<std::string>();
-    if (!it->is_string() || (choice != "auto" && choice != "none"))
-      throw bad("tool_choice", cat("'tool_choice' ", shown(*it), " is not supported by this server (auto or none)"));
-  }
+  const ToolChoice choice = read_tool_choice(body);
   boolean(body, "parallel_tool_calls", true);  // one call per answer: harmony's <|call|> ends it
-  if (const auto it = body.find("response_format");
-      it != body.end() && !it->is_null() && !(it->is_object() && string_field(*it, "type") == "text"))
-    throw bad("response_format",
-              cat("'response_format' ", shown(*it), " is not supported by this server (only {\"type\": \"text\"})"));
   for (const char* legacy : {"functions", "function_call"})
     if (body.contains(legacy) && !body[legacy].is_null())
       throw bad(legacy, cat("'", legacy, "' is the deprecated form of 'tools' and 'tool_choice': send those"));
   only_default(body, "modalities", json::array({"text"}));
   only_default(body, "audio", nullptr);
   only_default(body, "prediction", nullptr);
-  if (choice == "none" || !body.contains("tools") || body["tools"].is_null() || body["tools"].empty()) return;
+  if (choice.mode == ToolChoice::Mode::none || !body.contains("tools") || body["tools"].is_null() ||
+      body["tools"].empty())
+    return;
   r.conversation.functions = render_functions(body["tools"], limits.prompt_bytes());
   r.tools = true;
 }
@@ -206,6 +198,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   }
   c.reasoning = effort;
   read_tools(body, limits, r);
+  r.output = read_chat_constraint(body, reasoning_budget(effort, r.max_tokens > 0 ? r.max_tokens : limits.context));
   if (!body.contains("messages")) throw bad("messages", "'messages' is missing");
   const json& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) throw bad("messages", "'messages' must be a non-empty array");
@@ -280,6 +273,7 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
   r.prompt = body["prompt"].get<std::string>();
   if (r.prompt.empty()) throw bad("prompt", "'prompt' is empty");
   check_prompt_bytes(r.prompt.size(), limits, "prompt");
+  r.output = read_completion_constraint(body);
   return r;
 }
 

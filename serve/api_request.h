@@ -1,7 +1,7 @@
 // The requests the server takes, read from their JSON bodies and checked:
 // POST /v1/chat/completions (messages rendered as a harmony conversation,
-// tools as its functions namespace) and POST /v1/completions (a raw
-// prompt). Anything malformed, of the wrong type or out of range is an
+// tools as its functions namespace, what the output must be as a
+// constraint) and POST /v1/completions (a raw prompt). Anything malformed, of the wrong type or out of range is an
 // ApiError naming the parameter, before any work is queued.
 #pragma once
 
@@ -12,6 +12,7 @@
 
 #include "engine/step/sampler.h"
 #include "engine/text/harmony.h"
+#include "serve/output_constraint.h"
 
 namespace tps {
 
@@ -48,6 +49,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   bool logprobs = false;
   int top_logprobs = 0;
+  OutputConstraint output;  // response_format, strict tools, tool_choice
 };
 
 struct ChatRequest : GenerationRequest {

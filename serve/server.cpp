@@ -222,6 +222,7 @@ std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const G
   const int room = limits_.context - static_cast<int>(prompt.size());
   job->params.max_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
   job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
+  job->params.constraint = r.output.spec;
   job->prompt = std::move(prompt);
   job->deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.request_seconds));
@@ -246,6 +247,7 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
     request = std::move(r);
   }
   const GenerationRequest& r = *request;
+  check_output_constraint(r.output, gen_->constraints());  // compiled here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = submit(std::move(prompt), r);
   const uint64_t n = next_id_++;

@@ -207,10 +207,14 @@ def hostile_bodies(server):
     expect_error(server, "300,000 levels of nesting (it crashed the job)", 400, "POST", "/v1/completions", deep)
     expect_error(server, "a number past a double (it was a 500)", 400, "POST", "/v1/completions",
                  '{"prompt": "hi", "temperature": 1e999}')
-    expect_error(server, "tool_choice required (it acted as auto)", 400, "POST", "/v1/chat/completions",
-                 chat(server, tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="required"))
-    expect_error(server, "response_format json_schema (it was ignored)", 400, "POST", "/v1/chat/completions",
+    expect_error(server, "tool_choice naming a function not offered", 400, "POST", "/v1/chat/completions",
+                 chat(server, tools=[{"type": "function", "function": {"name": "f"}}],
+                      tool_choice={"type": "function", "function": {"name": "g"}}))
+    expect_error(server, "response_format json_schema without a schema", 400, "POST", "/v1/chat/completions",
                  chat(server, response_format={"type": "json_schema", "json_schema": {"name": "x"}}))
+    expect_error(server, "a schema keyword the engine cannot honour", 400, "POST", "/v1/chat/completions",
+                 chat(server, response_format={"type": "json_schema", "json_schema": {
+                     "name": "x", "schema": {"type": "number", "multipleOf": 3}}}))
     expect_error(server, "a gzip body (decompressed, it was unbounded)", 415, "POST", "/v1/completions", b"x",
                  headers={"Content-Encoding": "gzip"})
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "engine/sched/constraint.h"
 #include "runtime/error.h"
 #include "serve/api_error.h"
 #include "serve/api_request.h"
@@ -186,17 +187,18 @@ TEST(ApiRequest, RefusesWhatIsWrongByName) {
 
 // Fields that would change the answer were taken and ignored: tool_choice
 // "required" acted as "auto", response_format json_schema gave free text.
-// Each is honoured or refused by name with its value.
+// Each is honoured (OutputConstraint below) or refused by name with its value.
 TEST(ApiRequest, FieldsNotHonouredAreRefusedByName) {
   const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
       "function": {"name": "add"}}], )";
-  expect_refused(chat + R"("tool_choice": "required"})", 400, "tool_choice", R"("required" is not supported)");
-  expect_refused(chat + R"("tool_choice": {"type": "function", "function": {"name": "add"}}})", 400, "tool_choice",
-                 R"({"type":"function","function":{"name":"add"}})");
-  expect_refused(chat + R"("tool_choice": "sometimes"})", 400, "tool_choice", "(auto or none)");
-  expect_refused(chat + R"("response_format": {"type": "json_object"}})", 400, "response_format", "json_object");
+  expect_refused(chat + R"("tool_choice": "sometimes"})", 400, "tool_choice", "not auto, none, required");
+  expect_refused(chat + R"("tool_choice": {"type": "function", "function": {"name": "sub"}}})", 400, "tool_choice",
+                 "'sub', which 'tools' does not offer");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", 400, "tool_choice",
+                 "'tools' offers none");
+  expect_refused(chat + R"("response_format": {"type": "yaml"}})", 400, "response_format.type", "'yaml'");
   expect_refused(chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})", 400,
-                 "response_format", "json_schema");
+                 "response_format.json_schema.schema", "must be a JSON Schema");
   expect_refused(chat + R"("frequency_penalty": 0.5})", 400, "frequency_penalty", "0.5 is not supported");
   expect_refused(chat + R"("logit_bias": {"13": 5}})", 400, "logit_bias", R"({"13":5})");
   expect_refused(chat + R"("functions": [{"name": "add"}]})", 400, "functions", "deprecated");
@@ -359,6 +361,82 @@ TEST(Metrics, EndpointLabelsComeFromAFixedSet) {
        at = text.find("\ntps_requests_total{", at + 1))
     ++series;
   EXPECT_EQ(series, 2u);
+}
+
+// What a request asks of its output becomes the engine's constraint spec:
+// the whole harmony turn for a chat, the raw JSON for a completion; a chat
+// that asks nothing stays free.
+TEST(OutputConstraint, ChatRequestsBecomeHarmonyTurns) {
+  const std::string base = R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 100, "tools": [
+      {"type": "function", "function": {"name": "add", "strict": true, "parameters": {"type": "object",
+        "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "free"}}], )";
+  auto spec = [&](const std::string& rest) {
+    const std::string s = parse_chat_request(json::parse(base + rest + "}"), kLimits).output.spec;
+    return s.empty() ? json() : json::parse(s);
+  };
+  // Strict tools hold their calls' arguments; the others take any object.
+  const json automatic = spec(R"("reasoning_effort": "low")");
+  EXPECT_EQ(automatic["format"], "harmony");
+  EXPECT_EQ(automatic["final"], "text");
+  EXPECT_EQ(automatic["reasoning_budget"], 50);  // half of max_tokens, under low's 512
+  ASSERT_EQ(automatic["tools"].size(), 2u);
+  EXPECT_EQ(automatic["tools"][0]["schema"]["required"], json::array({"a"}));
+  EXPECT_TRUE(automatic["tools"][1]["schema"].is_null());
+  // A call is forced: no final answer; named: only that function.
+  EXPECT_EQ(spec(R"("tool_choice": "required")")["final"], "none");
+  const json named = spec(R"("tool_choice": {"type": "function", "function": {"name": "free"}})");
+  EXPECT_EQ(named["final"], "none");
+  ASSERT_EQ(named["tools"].size(), 1u);
+  EXPECT_EQ(named["tools"][0]["name"], "free");
+  // The answer's JSON; with tool_choice none, no function may be called.
+  const json schema = spec(R"("tool_choice": "none", "response_format": {"type": "json_schema", "json_schema":
+      {"name": "n", "strict": true, "schema": {"type": "boolean"}}})");
+  EXPECT_EQ(schema["final"]["schema"], json({{"type", "boolean"}}));
+  EXPECT_TRUE(schema["tools"].empty());
+  EXPECT_EQ(spec(R"("tool_choice": "none", "response_format": {"type": "json_object"})")["final"],
+            json({{"json_object", true}}));
+  // Nothing asked: free, as before.
+  const json free_chat = json::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
+      {"type": "function", "function": {"name": "free"}}], "response_format": {"type": "text"}})");
+  EXPECT_EQ(parse_chat_request(free_chat, kLimits).output.spec, "");
+}
+
+TEST(OutputConstraint, CompletionsHoldTheRawText) {
+  const json body = json::parse(R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "n", "schema": {"enum": [1, 2]}}}})");
+  EXPECT_EQ(json::parse(parse_completion_request(body, kLimits).output.spec),
+            json::parse(R"({"format": "json_schema", "schema": {"enum": [1, 2]}})"));
+  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": "x"})"), kLimits).output.spec, "");
+}
+
+// A schema keyword the grammar engine cannot honour is a 400 naming the
+// request's parameter, the keyword and its path -- never ignored.
+TEST(OutputConstraint, WhatCannotBeHonouredIsRefusedByParameterAndKeyword) {
+  ConstraintCache cache(test_tokenizer());
+  auto refused = [&](const std::string& body, const std::string& param, const std::string& words) {
+    const ChatRequest r = parse_chat_request(json::parse(body), kLimits);
+    try {
+      check_output_constraint(r.output, cache);
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, param);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+      "json_schema": {"name": "n", "schema": {"type": "object", "properties": {"n": {"type": "number",
+      "multipleOf": 3}}}}}})",
+          "response_format.json_schema.schema", "multipleOf");
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function":
+      {"name": "f", "strict": true, "parameters": {"type": "object", "not": {"required": ["a"]}}}}]})",
+          "tools[0].function.parameters", "not");
+  // What it can: compiled, and then the generation loop finds it cached.
+  const ChatRequest ok = parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"),
+      kLimits);
+  EXPECT_NO_THROW(check_output_constraint(ok.output, cache));
 }
 
 }  // namespace
