@@ -1,6 +1,7 @@
 #include "launch/cli.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <new>
 
@@ -33,6 +34,20 @@ const CLI::Validator kSeed(
       return "got '" + value + "', expected an integer in 0..18446744073709551615";
     },
     "UINT64");
+
+CLI::Validator positive_seconds(double max) {
+  return CLI::Validator(
+      [max](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const double v = std::stod(value, &used);
+          if (used == value.size() && std::isfinite(v) && v > 0 && v <= max) return "";
+        } catch (const std::exception&) {
+        }
+        return cat("got '", value, "', expected seconds above 0 and at most ", max);
+      },
+      "SECONDS");
+}
 
 namespace {
 

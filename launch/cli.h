@@ -17,6 +17,10 @@ extern const CLI::Validator kPositive;
 // Accepts a seed: an integer in 0..2^64-1 (no sign, no wrap-around).
 extern const CLI::Validator kSeed;
 
+// Accepts a number of seconds above 0 and at most `max`: finite (a range
+// check alone lets nan through, whose every comparison is false).
+CLI::Validator positive_seconds(double max);
+
 // --version: the build (version_line) and the lines details() gives, e.g.
 // the kernels, MPI and hwloc a tool runs with.
 void add_version_flag(CLI::App& app, const std::function<std::string()>& details = nullptr);

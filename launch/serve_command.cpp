@@ -1,5 +1,6 @@
 #include "launch/serve_command.h"
 
+#include <algorithm>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
@@ -30,6 +31,14 @@ nlohmann::json rank_status(const MpiSession& mpi, const RankSetup& setup, const 
           {"kv_bytes", gen.kv().bytes()}};
 }
 
+// Bytes of the vocabulary's longest token: text longer than the context
+// times this cannot fit it (ApiLimits::prompt_bytes).
+size_t longest_token(const Tokenizer& t) {
+  size_t n = 0;
+  for (int32_t id = 0; id < t.vocab_size(); ++id) n = std::max(n, t.token_bytes(id).size());
+  return n;
+}
+
 }  // namespace
 
 int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {
@@ -38,7 +47,9 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   std::signal(SIGPIPE, SIG_IGN);  // a client gone while we write: an error return, not a signal
   std::unique_ptr<Server> server;
   if (root) {
-    server = std::make_unique<Server>(so);
+    ServeOptions options = so;  // room for every waiting and running request, and for /health and idle clients
+    options.max_connections = so.max_queue + o.parallel + 64;
+    server = std::make_unique<Server>(options);
     server->listen();  // /health says "loading" while the model loads
     log_info("listening on http://", so.host, ":", server->port(), " (loading the model)");
     if (so.api_key.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
@@ -61,7 +72,7 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
   const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
   status["model"] = model_id;
-  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx}, status);
+  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx, longest_token(r.model.tokenizer)}, status);
   r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
   log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,
@@ -71,7 +82,16 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
     if (stop_signal() != 0) server->request_stop();
     return inner(idle);
   };
-  gen.run(events);
+  // The server ends (its threads answered and joined) before the model and
+  // the generator they use: a request that came in as the loop ended is
+  // answered 503, not left waiting.
+  try {
+    gen.run(events);
+  } catch (...) {
+    server.reset();
+    throw;
+  }
+  server.reset();
   log_info("stopped: every request answered");
   return 0;
 }

@@ -186,10 +186,10 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--max-queue", serve_options.max_queue,
                    "requests that may wait for a place; more are answered 503 with Retry-After")
-      ->check(tps::kPositive)
+      ->check(CLI::Range(1, tps::ServeOptions::kMaxQueue))
       ->capture_default_str();
   serve->add_option("--timeout", serve_options.request_seconds, "seconds a request may take, waiting included")
-      ->check(CLI::PositiveNumber)
+      ->check(tps::positive_seconds(tps::ServeOptions::kMaxRequestSeconds))
       ->capture_default_str();
   serve->add_option("--alias", run.alias, "the model's id in the API (default: the file's name)");
   serve->fallthrough();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "runtime/error.h"
 #include "serve/api_error.h"
@@ -41,9 +42,27 @@ bool boolean(const json& body, const std::string& key, bool fallback) {
   return body[key].get<bool>();
 }
 
+// A value as a message shows it: its JSON, cut short.
+std::string shown(const json& v) {
+  const std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
+}
+
+// A field of the API that would change the answer, which this server does
+// not do: accepted only absent, null or at its no-op value, else refused by
+// name with its value -- never taken and ignored.
+void only_default(const json& body, const char* key, const json& noop) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null() || *it == noop) return;
+  throw bad(key, cat("'", key, "' ", shown(*it), " is not supported by this server (only ", shown(noop), ")"));
+}
+
 // What the two endpoints share: model, sampling, length, stop, streaming.
 void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r) {
   if (!body.is_object()) throw bad("", "the request body must be a JSON object");
+  only_default(body, "frequency_penalty", 0);
+  only_default(body, "presence_penalty", 0);
+  only_default(body, "logit_bias", json::object());
   if (body.contains("model") && !body["model"].is_null()) {
     if (!body["model"].is_string()) throw bad("model", "'model' must be a string");
     const std::string model = body["model"].get<std::string>();
@@ -88,6 +107,16 @@ void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r
   }
 }
 
+// Text that cannot fit the context is refused before it is tokenized
+// (which takes time linear in it; the context check after only counts).
+void check_prompt_bytes(size_t bytes, const ApiLimits& limits, const std::string& param) {
+  if (bytes > limits.prompt_bytes())
+    throw ApiError(400,
+                   cat("the prompt is ", bytes, " bytes; the context holds ", limits.context, " tokens of at most ",
+                       limits.longest_token, " bytes"),
+                   param, "invalid_request_error", "context_length_exceeded");
+}
+
 // A message's text: a string, or text parts.
 std::string text_of(const json& content, const std::string& param) {
   if (content.is_null()) return "";
@@ -103,7 +132,49 @@ std::string text_of(const json& content, const std::string& param) {
   return out;
 }
 
+// The functions offered, as tool_choice says: "none" offers none (the
+// model sees no functions). What the answer must be (a call, JSON) is the
+// output constraint's (serve/output_constraint.h).
+void read_tools(const json& body, const ApiLimits& limits, ChatRequest& r) {
+  const ToolChoice choice = read_tool_choice(body);
+  boolean(body, "parallel_tool_calls", true);  // one call per answer: harmony's <|call|> ends it
+  for (const char* legacy : {"functions", "function_call"})
+    if (body.contains(legacy) && !body[legacy].is_null())
+      throw bad(legacy, cat("'", legacy, "' is the deprecated form of 'tools' and 'tool_choice': send those"));
+  only_default(body, "modalities", json::array({"text"}));
+  only_default(body, "audio", nullptr);
+  only_default(body, "prediction", nullptr);
+  if (choice.mode == ToolChoice::Mode::none || !body.contains("tools") || body["tools"].is_null() ||
+      body["tools"].empty())
+    return;
+  r.conversation.functions = render_functions(body["tools"], limits.prompt_bytes());
+  r.tools = true;
+}
+
 }  // namespace
+
+json parse_request_body(std::string_view text) {
+  size_t values = 0;
+  std::vector<size_t> members;  // of each object open, innermost last
+  const json::parser_callback_t bounded = [&](int depth, json::parse_event_t event, json&) {
+    using Event = json::parse_event_t;  // an alias: clang takes no `using enum` of it
+    const bool opens = event == Event::object_start || event == Event::array_start;
+    if (opens && depth >= kMaxBodyDepth)
+      throw bad("", cat("the body nests arrays and objects deeper than ", kMaxBodyDepth, " levels"));
+    if ((opens || event == Event::value) && ++values > kMaxBodyValues)
+      throw bad("", cat("the body holds more than ", kMaxBodyValues, " JSON values"));
+    if (event == Event::object_start) members.push_back(0);
+    if (event == Event::object_end) members.pop_back();
+    if (event == Event::key && ++members.back() > kMaxObjectMembers)
+      throw bad("", cat("an object of the body has more than ", kMaxObjectMembers, " members"));
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), bounded);
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range (out_of_range)
+    throw bad("", cat("the body is not valid JSON: ", e.what()));
+  }
+}
 
 ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   ChatRequest r;
@@ -126,15 +197,8 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
       throw bad("reasoning_effort", "'reasoning_effort' is '" + effort + "', expected low, medium or high");
   }
   c.reasoning = effort;
-  if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].empty()) {
-    const std::string choice = body.contains("tool_choice") && body["tool_choice"].is_string()
-                                   ? body["tool_choice"].get<std::string>()
-                                   : "auto";
-    if (choice != "none") {
-      c.functions = render_functions(body["tools"]);
-      r.tools = true;
-    }
-  }
+  read_tools(body, limits, r);
+  r.output = read_chat_constraint(body, reasoning_budget(effort, r.max_tokens > 0 ? r.max_tokens : limits.context));
   if (!body.contains("messages")) throw bad("messages", "'messages' is missing");
   const json& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) throw bad("messages", "'messages' must be a non-empty array");
@@ -189,12 +253,18 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
       throw bad(param + ".role", "role '" + role + "' is not one of system, developer, user, assistant, tool");
     }
   }
+  size_t bytes = c.instructions.size() + c.functions.size();
+  for (const HarmonyMessage& m : c.messages) bytes += m.content.size();
+  check_prompt_bytes(bytes, limits, "messages");
   return r;
 }
 
 CompletionRequest parse_completion_request(const json& body, const ApiLimits& limits) {
   CompletionRequest r;
   read_common(body, limits, r);
+  only_default(body, "echo", false);
+  only_default(body, "suffix", "");
+  only_default(body, "best_of", 1);
   if (body.contains("logprobs") && !body["logprobs"].is_null()) {
     r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 20, 0));
     r.logprobs = true;
@@ -202,6 +272,8 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
   if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad("prompt", "'prompt' must be a string");
   r.prompt = body["prompt"].get<std::string>();
   if (r.prompt.empty()) throw bad("prompt", "'prompt' is empty");
+  check_prompt_bytes(r.prompt.size(), limits, "prompt");
+  r.output = read_completion_constraint(body);
   return r;
 }
 

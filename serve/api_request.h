@@ -1,24 +1,44 @@
 // The requests the server takes, read from their JSON bodies and checked:
 // POST /v1/chat/completions (messages rendered as a harmony conversation,
-// tools as its functions namespace) and POST /v1/completions (a raw
-// prompt). Anything malformed, of the wrong type or out of range is an
+// tools as its functions namespace, what the output must be as a
+// constraint) and POST /v1/completions (a raw prompt). Anything malformed, of the wrong type or out of range is an
 // ApiError naming the parameter, before any work is queued.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/step/sampler.h"
 #include "engine/text/harmony.h"
+#include "serve/output_constraint.h"
 
 namespace tps {
 
 // What the server was started with that requests are checked against.
 struct ApiLimits {
-  std::string model_id;  // the one model served ("gpt-oss-20b", from the file name)
-  int context = 4096;    // positions per sequence
+  std::string model_id;        // the one model served ("gpt-oss-20b", from the file name)
+  int context = 4096;          // positions per sequence
+  size_t longest_token = 128;  // bytes of the vocabulary's longest token (o200k's)
+  // Text longer than this cannot fit the context, however it tokenizes.
+  size_t prompt_bytes() const { return static_cast<size_t>(context) * longest_token; }
 };
+
+// How deep and how large a request body may be, checked while it is parsed,
+// before anything past a bound is built: every later step (rendering the
+// tools, dumping arguments) recurses over what the parse built, and an
+// ordered_json object finds a key by scanning its members (n members cost
+// n^2: 40,000 took 5 s).
+inline constexpr int kMaxBodyDepth = 64;
+inline constexpr size_t kMaxBodyValues = size_t{1} << 18;
+inline constexpr size_t kMaxObjectMembers = 256;
+
+// The body as JSON (ordered: the tools' properties keep their order). Throws
+// ApiError 400 for what is not JSON, nests deeper than kMaxBodyDepth, holds
+// more than kMaxBodyValues values, an object of more than kMaxObjectMembers
+// members or a number past a double's range.
+nlohmann::ordered_json parse_request_body(std::string_view text);
 
 // What both endpoints share.
 struct GenerationRequest {
@@ -29,6 +49,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   bool logprobs = false;
   int top_logprobs = 0;
+  OutputConstraint output;  // response_format, strict tools, tool_choice
 };
 
 struct ChatRequest : GenerationRequest {

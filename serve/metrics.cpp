@@ -4,9 +4,24 @@
 
 namespace tps {
 
-void Metrics::request(const std::string& endpoint, int status) {
+namespace {
+
+// The server's routes; any other path a client sends counts as "other". A
+// label taken from the path itself could forge a line of the exposition (a
+// quote and a newline), and every new path would add a series forever.
+const char* endpoint_label(std::string_view path) {
+  static constexpr std::string_view kRoutes[] = {
+      "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/status", "/health", "/metrics", "/"};
+  for (std::string_view route : kRoutes)
+    if (path == route) return route.data();
+  return "other";
+}
+
+}  // namespace
+
+void Metrics::request(std::string_view path, int status) {
   std::lock_guard<std::mutex> lock(m_);
-  ++requests_[{endpoint, status}];
+  ++requests_[{endpoint_label(path), status}];
 }
 
 void Metrics::generated_token() {

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "runtime/clock.h"
 
@@ -19,7 +20,9 @@ namespace tps {
 
 class Metrics {
  public:
-  void request(const std::string& endpoint, int status);
+  // A request answered: counted under its route, or "other" (labels come
+  // from a fixed set, never from what a client sent).
+  void request(std::string_view path, int status);
   void prompt_tokens(int64_t n, int64_t cached) { prompt_tokens_ += n, cached_tokens_ += cached; }
   void generated_token();
   void set_load(int waiting, int running, int kv_held, int kv_cached, int kv_total);
@@ -38,8 +41,8 @@ class Metrics {
 
  private:
   mutable std::mutex m_;
-  std::map<std::pair<std::string, int>, int64_t> requests_;
-  std::deque<Clock::time_point> recent_;  // generated tokens' times, last 60 s
+  std::map<std::pair<std::string_view, int>, int64_t> requests_;  // views of endpoint_label's literals
+  std::deque<Clock::time_point> recent_;                          // generated tokens' times, last 60 s
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, steps_{0}, step_tokens_{0};
   std::atomic<int> waiting_{0}, running_{0}, kv_held_{0}, kv_cached_{0}, kv_total_{0};
 };

@@ -1,12 +1,8 @@
 #include "serve/server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <random>
 
@@ -14,6 +10,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "serve/api_error.h"
+#include "serve/connection_server.h"
 #include "serve/response_text.h"
 #include "serve/web_page.h"  // generated: the embedded web page
 
@@ -79,43 +76,47 @@ json usage(int prompt, int completion, int cached, int reasoning) {
           {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
 }
 
+// A response of server-sent events. HTTP/1.0 has no chunked encoding: its
+// stream goes without one, and the connection closes after it (an HTTP/1.0
+// connection is never kept).
+void set_event_stream(httplib::Response& res, bool http10, httplib::ContentProviderWithoutLength provider,
+                      httplib::ContentProviderResourceReleaser release) {
+  if (http10)
+    res.set_content_provider("text/event-stream", std::move(provider), std::move(release));
+  else
+    res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
+}
+
 }  // namespace
 
-Server::Server(const ServeOptions& o) : opt_(o), http_(std::make_unique<httplib::Server>()) {
+Server::Server(const ServeOptions& o) : opt_(o) {
   if (o.port < 0 || o.port > 65535) throw InputError(cat("--port ", o.port, ": expected 0..65535"));
+  if (o.max_queue < 1 || o.max_queue > ServeOptions::kMaxQueue)
+    throw InputError(cat("--max-queue ", o.max_queue, ": expected 1..", ServeOptions::kMaxQueue));
+  if (!(o.request_seconds > 0 && o.request_seconds <= ServeOptions::kMaxRequestSeconds))
+    throw InputError(cat("--timeout ", o.request_seconds, ": expected seconds above 0 and at most ",
+                         ServeOptions::kMaxRequestSeconds));
+  ConnectionLimits limits;
+  limits.max_connections = o.max_connections, limits.max_body_bytes = o.max_body_bytes;
+  http_ = std::make_unique<ConnectionServer>(limits);
   route();
 }
 
 Server::~Server() {
-  http_->stop();
-  if (listener_.joinable()) listener_.join();
+  // Requests that will not run now (start-up failed, or the engine loop
+  // threw) are answered, so that their threads end and the connections close.
+  std::deque<std::shared_ptr<Job>> unanswered;
+  {
+    std::lock_guard<std::mutex> lock(inbox_m_);
+    closed_ = true;
+    unanswered.swap(inbox_);
+  }
+  for (const auto& [seq, job] : live_) unanswered.push_back(job);
+  for (const std::shared_ptr<Job>& job : unanswered) job->fail(503, "the server is shutting down");
+  http_->stop_serving();
 }
 
-void Server::listen() {
-  http_->set_payload_max_length(opt_.max_body_bytes);
-  http_->set_read_timeout(10, 0);  // a client that sends too slowly is dropped
-  http_->set_write_timeout(30, 0);
-  const int threads = std::clamp(opt_.max_queue + 16, 16, 256);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // SO_REUSEADDR, not httplib's default SO_REUSEPORT: a restart may take
-  // the port at once, but a second server on it is refused.
-  int socket = -1;
-  http_->set_socket_options([&socket](socket_t s) {
-    const int yes = 1;
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    socket = s;
-  });
-  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host)
-                         : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
-  if (port_ < 0)
-    throw InputError(
-        cat("--host ", opt_.host, " --port ", opt_.port, ": cannot listen there (", std::strerror(errno), ")"));
-  // httplib listens with its compiled backlog of 5: a burst of clients
-  // beyond it would be reset. The kernel takes a second listen() as a new
-  // backlog.
-  ::listen(socket, SOMAXCONN);
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
-}
+void Server::listen() { port_ = http_->start(opt_.host, opt_.port); }
 
 void Server::ready(Generator& generator, const Tokenizer& tokenizer, const ApiLimits& limits, json status) {
   gen_ = &generator, tok_ = &tokenizer, limits_ = limits, status_ = std::move(status);
@@ -139,22 +140,11 @@ void Server::route() {
   // OpenAI-style body too.
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const std::string message = res.status == 404   ? "no such route: " + req.method + " " + req.path
-                                : res.status == 413 ? "the request body is too large"
-                                                    : cat("HTTP status ", res.status);
+    const std::string message =
+        res.status == 404 ? "no such route: " + req.method + " " + req.path : cat("HTTP status ", res.status);
     send_json(
         res, res.status,
         ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error").body());
-  });
-  // A client that asks before sending a body (Expect: 100-continue, as curl
-  // does for large ones) learns at once that it is too large.
-  s.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const std::string length = req.get_header_value("Content-Length");
-    if (!length.empty() && std::strtoull(length.c_str(), nullptr, 10) > opt_.max_body_bytes) {
-      send_json(res, 413, ApiError(413, "the request body is too large", "", "invalid_request_error").body());
-      return 413;
-    }
-    return 100;
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (ready_)
@@ -201,13 +191,7 @@ void Server::route() {
       try {
         if (!ready_) throw ApiError(503, "Loading model", "", "unavailable_error");
         if (stopping_) throw ApiError(503, "the server is shutting down", "", "unavailable_error");
-        nlohmann::ordered_json body;  // keeps the order of the tools' properties
-        try {
-          body = nlohmann::ordered_json::parse(req.body);
-        } catch (const json::parse_error& e) {
-          throw ApiError(400, cat("the body is not valid JSON: ", e.what()));
-        }
-        this->generate(body, chat, res);
+        this->generate(parse_request_body(req.body), chat, req, res);
       } catch (const ApiError& e) {
         if (e.status == 503) res.set_header("Retry-After", "1");
         send_json(res, e.status, e.body());
@@ -230,25 +214,27 @@ std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const G
   if (queued_ >= opt_.max_queue)
     throw ApiError(503, cat("the queue is full (", opt_.max_queue, " requests wait); try again"), "",
                    "unavailable_error");
+  std::unique_lock<std::mutex> lock(inbox_m_);
+  if (closed_) throw ApiError(503, "the server is shutting down", "", "unavailable_error");
   auto job = std::make_shared<Job>();
   job->params.sampler = r.sampler;
   if (!r.seed_given) job->params.sampler.seed = std::random_device{}();
   const int room = limits_.context - static_cast<int>(prompt.size());
   job->params.max_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
   job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
+  job->params.constraint = r.output.spec;
   job->prompt = std::move(prompt);
   job->deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.request_seconds));
   ++queued_;
-  {
-    std::lock_guard<std::mutex> lock(inbox_m_);
-    inbox_.push_back(job);
-  }
+  inbox_.push_back(job);
+  lock.unlock();
   inbox_cv_.notify_one();
   return job;
 }
 
-void Server::generate(const nlohmann::ordered_json& body, bool chat, httplib::Response& res) {
+void Server::generate(const nlohmann::ordered_json& body, bool chat, const httplib::Request& req,
+                      httplib::Response& res) {
   std::unique_ptr<GenerationRequest> request;
   std::vector<int32_t> prompt;
   if (chat) {
@@ -261,6 +247,7 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, httplib::Re
     request = std::move(r);
   }
   const GenerationRequest& r = *request;
+  check_output_constraint(r.output, gen_->constraints());  // compiled here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = submit(std::move(prompt), r);
   const uint64_t n = next_id_++;
@@ -284,6 +271,7 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, httplib::Re
         rt->push(p);
         if (rt->stopped()) job->cancelled = true;
       }
+      if (ConnectionServer::client_gone()) job->cancelled = true;  // its sequence ends at the next step
     }
     if (!job->error.empty()) throw ApiError(job->status, job->error);
     rt->finish();
@@ -352,8 +340,8 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, httplib::Re
     if (include_usage) c["usage"] = nullptr;
     return sse(c);
   };
-  res.set_chunked_content_provider(
-      "text/event-stream",
+  set_event_stream(
+      res, req.version == "HTTP/1.0",
       [=, this](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& text) {
           if (sink.write(text.data(), text.size())) return true;

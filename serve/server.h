@@ -13,6 +13,7 @@
 // Serving: a bounded queue (503 with Retry-After when full), a time limit
 // per request, a client that goes away frees its sequence at the next step,
 // and stop() lets what runs finish, then ends the engine loop on every rank.
+// Connections are accepted, read and bounded by serve/connection_server.h.
 #pragma once
 
 #include <atomic>
@@ -23,7 +24,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "engine/sched/generator.h"
 #include "engine/text/tokenizer.h"
@@ -31,20 +31,31 @@
 #include "serve/metrics.h"
 
 namespace httplib {
-class Server;
+struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace tps {
 
 struct ServeOptions {
+  // Each waiting request holds a connection and its thread.
+  static constexpr int kMaxQueue = 4096;
+  // Past this, a deadline's arithmetic is near overflow (1e30 s wrapped
+  // around and ended every request at once, with nothing generated).
+  static constexpr double kMaxRequestSeconds = 7 * 24 * 3600;
+
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;           // "": no authentication
-  int max_queue = 64;            // requests waiting for a place; more get 503
-  double request_seconds = 600;  // a request's time limit, queue included
+  int max_queue = 64;            // requests waiting for a place (1..kMaxQueue); more get 503
+  double request_seconds = 600;  // a request's time limit, queue included (0..kMaxRequestSeconds]
   size_t max_body_bytes = 8 << 20;
+  // Open at once: the waiting and running requests', and room for /health,
+  // /metrics and idle clients (serve/connection_server.h).
+  int max_connections = 256;
 };
+
+class ConnectionServer;
 
 class Server {
  public:
@@ -62,7 +73,9 @@ class Server {
   // The engine loop's side (the main thread of rank 0).
   Generator::Events events();
   // Stops taking requests; the engine loop ends once what runs is done.
-  // Safe from a signal handler's flag poll (see request_stop).
+  // Safe from a signal handler's flag poll (see request_stop). Destroying
+  // the Server ends what has not ended (start-up that failed): waiting
+  // requests are answered 503 and the connections closed.
   void request_stop() { stopping_ = true; }
   int port() const { return port_; }
 
@@ -71,13 +84,12 @@ class Server {
   void route();
   // Serves one generation request (chat: harmony; else a raw completion).
   // Throws ApiError.
-  void generate(const nlohmann::ordered_json& body, bool chat, httplib::Response& res);
+  void generate(const nlohmann::ordered_json& body, bool chat, const httplib::Request& req, httplib::Response& res);
   std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerationRequest& r);
   bool between_steps(bool idle);
 
   ServeOptions opt_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread listener_;
+  std::unique_ptr<ConnectionServer> http_;
   int port_ = 0;
   std::atomic<bool> ready_{false}, stopping_{false};
   Generator* gen_ = nullptr;
@@ -89,6 +101,7 @@ class Server {
   std::mutex inbox_m_;
   std::condition_variable inbox_cv_;
   std::deque<std::shared_ptr<Job>> inbox_;
+  bool closed_ = false;                       // under inbox_m_: the Server is being destroyed
   std::atomic<int> queued_{0};                // in the inbox or waiting for a place
   std::map<int, std::shared_ptr<Job>> live_;  // engine loop only: by sequence
   std::atomic<uint64_t> next_id_{1};

@@ -14,8 +14,10 @@ namespace tps {
 
 // The namespace's body for the request's `tools` ([{type: "function",
 // function: {name, description?, parameters?}}]): one type per function,
-// each followed by a blank line. Throws ApiError (400, param "tools") for a
-// tool that is not a function or has no name.
-std::string render_functions(const nlohmann::ordered_json& tools);
+// each followed by a blank line, in time and memory linear in what it
+// writes. Throws ApiError (400, param "tools") for a tool that is not a
+// function or has no name, and for a rendering past max_bytes (text that
+// long cannot fit the context: ApiLimits::prompt_bytes).
+std::string render_functions(const nlohmann::ordered_json& tools, size_t max_bytes);
 
 }  // namespace tps

@@ -122,6 +122,23 @@ class Sweep(unittest.TestCase):
             with self.subTest(argv=argv):
                 self.run_case([f"{ARGS.bin}/tpsrun", "-q", *argv], "tpsrun", True, [name])
 
+    def test_serve(self):
+        # Refused before it listens: a value taken would serve with it (a
+        # --timeout of nan or 1e30 ended every request at once, empty).
+        cases = {
+            "--timeout": ["nan", "inf", "1e30", "0", "-1", "abc", "604801"],
+            "--max-queue": ["0", "5000", "99999999999"],
+            "--port": ["-1", "65536"],
+        }
+        for flag, values in cases.items():
+            for value in values:
+                with self.subTest(flag=flag, value=value):
+                    argv = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0", flag, value]
+                    self.run_case(argv, "tpsrun", True, [flag])
+        # What failed is said: httplib's bind left errno at 0, "(Success)".
+        argv = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0", "--host", "no.such.host.invalid"]
+        self.run_case(argv, "tpsrun", True, ["--host no.such.host.invalid: the host name does not resolve"])
+
     def test_tpstopo(self):
         cases = [
             (["--ranks", "100000000"], "ranks"),

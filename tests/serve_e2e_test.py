@@ -3,10 +3,12 @@
 time: OpenAI's official client (tests/reference/openai_client.mjs), the web
 page in headless chromium (tests/reference/web_page.mjs), every kind of bad
 input answered with its status and an OpenAI-style JSON error while the
-server goes on serving, a load of 200 requests at 16 at a time, /metrics, a
-second server on the same port refused, a greedy answer's log-probabilities
-the same bits from two ranks as from one, and SIGUSR1 to mpirun (SIGTERM to
-a lone tpsrun) ending every rank gracefully with exit code 0.
+server goes on serving, what a hostile client tries (nesting, pipelining,
+HTTP/1.0, leaving mid-answer, forged metric labels), a load of 200 requests
+at 16 at a time, /metrics, a second server on the same port refused, a greedy
+answer's log-probabilities the same bits from two ranks as from one, SIGUSR1
+to mpirun (SIGTERM to a lone tpsrun) ending every rank gracefully with exit
+code 0, and a start-up that fails or is stopped ending promptly.
 
   serve_e2e_test.py --tpsrun PATH --model FILE --reference DIR [--no-browser]
 """
@@ -19,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -134,10 +137,10 @@ def bad_input(server):
     if not reply.startswith("HTTP/1.1 413") or '"error"' not in reply:
         fail("a 100 MB body: expected 413 with an error body, got " + reply[:200])
     ok("a 100 MB body: 413")
-    # A client that sends a byte a second holds one of the HTTP threads while
-    # it trickles (httplib bounds each read, not a whole request), and others
-    # are served meanwhile; once it falls silent it is dropped after the read
-    # timeout (10 s).
+    # A client that sends a byte a second holds its connection while it
+    # trickles (30 s at most for a whole request), and others are served
+    # meanwhile; once it falls silent it is answered 408 and dropped after
+    # 10 s of silence.
     slow = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
     for i in range(6):
@@ -149,8 +152,11 @@ def bad_input(server):
         time.sleep(1)
     silent = time.time()
     slow.settimeout(30)
+    said = b""
     try:
-        dropped = slow.recv(1) == b""
+        while chunk := slow.recv(4096):
+            said += chunk
+        dropped = said == b"" or said.startswith(b"HTTP/1.1 408")
     except (ConnectionResetError, socket.timeout):
         dropped = True
     slow.close()
@@ -177,6 +183,132 @@ def bad_input(server):
     if not all(results):
         fail(f"a flood of 150 connections: {results.count(False)} without a proper answer")
     ok("a flood of 150 connections: each answered (200, or 503 with Retry-After)")
+
+
+def raw_exchange(server, data, timeout=30):
+    """Sends bytes as they are; returns all the server says until it closes."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as s:
+        s.sendall(data)
+        said = b""
+        while chunk := s.recv(65536):
+            said += chunk
+    return said
+
+
+def generated_tokens(server):
+    _, _, body = server.request("GET", "/metrics")
+    line = next(l for l in body.decode().splitlines() if l.startswith("tps_generated_tokens_total "))
+    return int(float(line.split()[1]))
+
+
+def hostile_bodies(server):
+    """Bodies and fields a hostile pass sent: each answered, the server goes on."""
+    deep = b'{"prompt": "hi", "x": ' + b"[" * 300000 + b"]" * 300000 + b"}"
+    expect_error(server, "300,000 levels of nesting (it crashed the job)", 400, "POST", "/v1/completions", deep)
+    expect_error(server, "a number past a double (it was a 500)", 400, "POST", "/v1/completions",
+                 '{"prompt": "hi", "temperature": 1e999}')
+    expect_error(server, "tool_choice naming a function not offered", 400, "POST", "/v1/chat/completions",
+                 chat(server, tools=[{"type": "function", "function": {"name": "f"}}],
+                      tool_choice={"type": "function", "function": {"name": "g"}}))
+    expect_error(server, "response_format json_schema without a schema", 400, "POST", "/v1/chat/completions",
+                 chat(server, response_format={"type": "json_schema", "json_schema": {"name": "x"}}))
+    expect_error(server, "a schema keyword the engine cannot honour", 400, "POST", "/v1/chat/completions",
+                 chat(server, response_format={"type": "json_schema", "json_schema": {
+                     "name": "x", "schema": {"type": "number", "multipleOf": 3}}}))
+    expect_error(server, "a gzip body (decompressed, it was unbounded)", 415, "POST", "/v1/completions", b"x",
+                 headers={"Content-Encoding": "gzip"})
+
+
+def pipelining(server):
+    """Three requests in one write on one connection: each answered, in order
+    (httplib read each request through a buffer of its own: the rest was lost)."""
+    one = json.dumps({"prompt": "hi", "max_tokens": 1}).encode()
+    post = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(one)}\r\n").encode()
+    said = raw_exchange(server, post + b"\r\n" + one + post + b"\r\n" + one + post + b"Connection: close\r\n\r\n" + one)
+    if said.count(b"HTTP/1.1 200") != 3 or said.count(b'"text_completion"') != 3:
+        fail(f"3 pipelined requests: {said.count(b'HTTP/1.1 200')} answered: {said[:300]!r}")
+    ok("3 pipelined requests on one connection: 3 answers")
+
+
+def http10_stream(server):
+    """HTTP/1.0 has no chunked encoding: the stream comes without it, and the
+    connection closes after it."""
+    stream = json.dumps({"prompt": "hi", "max_tokens": 3, "stream": True}).encode()
+    said = raw_exchange(server, (f"POST /v1/completions HTTP/1.0\r\nAuthorization: Bearer {KEY}\r\n"
+                                 f"Content-Length: {len(stream)}\r\n\r\n").encode() + stream)
+    head, _, body = said.partition(b"\r\n\r\n")
+    if b"chunked" in head.lower() or not body.startswith(b"data: {") or not body.endswith(b"data: [DONE]\n\n"):
+        fail(f"an HTTP/1.0 stream: {said[:400]!r} ... {said[-100:]!r}")
+    ok("an HTTP/1.0 client: the stream without chunked encoding, closed after [DONE]")
+
+
+def client_gone(server):
+    """A non-streaming client that leaves: its sequence ends (it ran to its
+    480th token for nobody)."""
+    before = generated_tokens(server)
+    long = json.dumps({"prompt": "Once", "max_tokens": 480, "temperature": 0}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall((f"POST /v1/completions HTTP/1.1\r\nAuthorization: Bearer {KEY}\r\n"
+                   f"Content-Length: {len(long)}\r\n\r\n").encode() + long)
+        time.sleep(0.3)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        _, _, body = server.request("GET", "/v1/status")
+        sequences = json.loads(body)["sequences"]
+        if sequences["running"] == 0 and sequences["waiting"] == 0:
+            break
+        time.sleep(0.05)
+    spent = generated_tokens(server) - before
+    if spent >= 480:
+        fail(f"a client gone mid-answer: its sequence ran on to its end ({spent} tokens)")
+    ok(f"a client gone mid-answer (not streaming): its sequence ended after {spent} of 480 tokens")
+
+
+def metric_labels(server):
+    """A path sent without the key is counted under "other": a label taken
+    from it forged a line of /metrics."""
+    expect_error(server, "a path forging a metric line", 401, "GET", "/v1/x%22%7D%201%0Atps_forged_total%209%0A%23",
+                 key=None)
+    _, _, body = server.request("GET", "/metrics")
+    if b"tps_forged_total" in body or b'endpoint="other",status="401"' not in body:
+        fail("/metrics took a label from a path: " + body.decode()[:600])
+    ok("/metrics: an unknown path counts as endpoint=\"other\"")
+
+
+HOSTILE = [hostile_bodies, pipelining, http10_stream, client_gone, metric_labels]
+
+
+def startup(args):
+    """A model that fails to open ends the job at once with its one line
+    (httplib's listener thread, stopped before it had begun, made it hang
+    silently, deaf to SIGTERM); SIGTERM at any moment of start-up ends it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = os.path.join(tmp, "truncated.gguf")
+        with open(args.model, "rb") as f, open(bad, "wb") as out:
+            out.write(f.read(100000))
+        for i in range(5):
+            t0 = time.time()
+            try:
+                run = subprocess.run([args.tpsrun, "-q", "serve", "-m", bad, "--port", "0"], capture_output=True,
+                                     text=True, timeout=30)
+            except subprocess.TimeoutExpired:
+                fail(f"a model that fails to open: start-up {i} did not end in 30 s")
+            lines = run.stderr.strip().splitlines()
+            if run.returncode != 2 or len(lines) != 1 or bad not in lines[0]:
+                fail(f"a model that fails to open: exit {run.returncode}, {run.stderr!r}")
+        ok(f"a model that fails to open, 5 times: one line and exit 2 each time ({lines[0][:60]}...)")
+    for delay in (0.0, 0.1, 0.4, 1.0):
+        proc = subprocess.Popen([args.tpsrun, "-q", "serve", "-m", args.model, "--port", "0", "-t", "1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            fail(f"SIGTERM {delay} s into start-up: still running 30 s later")
+    ok("SIGTERM 0, 0.1, 0.4 and 1 s into start-up: ended each time")
 
 
 def load(server):
@@ -274,6 +406,8 @@ def main():
             if run.returncode != 0:
                 fail("the web page's checks")
         bad_input(server)
+        for check in HOSTILE:
+            check(server)
         load(server)
         status, _, body = server.request("GET", "/metrics")
         text = body.decode()
@@ -303,6 +437,7 @@ def main():
         os.killpg(alone.proc.pid, signal.SIGKILL)
         raise
     stop(alone.proc, signal.SIGTERM, "SIGTERM to a lone tpsrun serve", alone.log)
+    startup(args)
     print("all checks passed")
 
 

@@ -4,8 +4,13 @@
 // output, log-probabilities).
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include "engine/sched/constraint.h"
+#include "runtime/error.h"
 #include "serve/api_error.h"
 #include "serve/api_request.h"
+#include "serve/metrics.h"
 #include "serve/response_text.h"
 #include "serve/tool_schema.h"
 #include "tests/test_vocab.h"
@@ -36,7 +41,7 @@ TEST(ToolSchema, RendersAsTheHarmonyLibraryDoes) {
                       "description": "List of city and state, e.g. [\"San Francisco, CA\", \"New York, NY\"]"},
         "format": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}},
         "required": ["locations"]}}}])");
-  EXPECT_EQ(render_functions(tools),
+  EXPECT_EQ(render_functions(tools, 1 << 20),
             "// Gets the location of the user.\ntype get_location = () => any;\n\n"
             "// Gets the current weather in the provided location.\ntype get_current_weather = (_: {\n"
             "// The city and state, e.g. San Francisco, CA\nlocation: string,\n"
@@ -44,8 +49,94 @@ TEST(ToolSchema, RendersAsTheHarmonyLibraryDoes) {
             "// Gets the current weather in the provided list of locations.\ntype get_multiple_weathers = (_: {\n"
             "// List of city and state, e.g. [\"San Francisco, CA\", \"New York, NY\"]\nlocations: string[],\n"
             "format?: \"celsius\" | \"fahrenheit\", // default: celsius\n}) => any;\n\n");
-  EXPECT_THROW(render_functions(json::parse(R"([{"type": "function", "function": {}}])")), ApiError);
-  EXPECT_THROW(render_functions(json::parse(R"({"a": 1})")), ApiError);
+  EXPECT_THROW(render_functions(json::parse(R"([{"type": "function", "function": {}}])"), 1 << 20), ApiError);
+  EXPECT_THROW(render_functions(json::parse(R"({"a": 1})"), 1 << 20), ApiError);
+}
+
+// A required list was scanned once per property, each name copied to compare
+// it: 1,000 properties and 261,000 names took 3.2 s (256 properties, the most a
+// request's object may have, 1.5 s).
+TEST(ToolSchema, TimeIsLinearInTheSchema) {
+  json properties = json::object(), required = json::array();
+  for (int i = 0; i < 1000; ++i) properties[cat("p", i)] = {{"type", "string"}};
+  for (int i = 0; i < 261000; ++i) required.push_back(cat("p", i));
+  const json tools = json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "f"}, {"parameters", {{"type", "object"}, {"properties", properties}, {"required", required}}}}}}});
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string text = render_functions(tools, 1 << 20);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(text.find("\np999: string,\n"), std::string::npos);
+  EXPECT_EQ(text.find("?:"), std::string::npos);  // every one required
+  EXPECT_LT(seconds, 2.0) << "scanned per property: 3.2 s here; looked up: 0.2 s (0.4 s under ASan)";
+}
+
+// Text longer than the context holds (its tokens at most longest_token
+// bytes) is refused as it is written, before it is tokenized.
+TEST(ToolSchema, ARenderingPastWhatTheContextHoldsIsRefused) {
+  const json tools =
+      json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"description", std::string(5000, 'x')}}}}});
+  EXPECT_EQ(render_functions(tools, 6000), "// " + std::string(5000, 'x') + "\ntype f = () => any;\n\n");
+  try {
+    render_functions(tools, 4000);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "tools");
+    EXPECT_NE(std::string(e.what()).find("more than 4000 bytes"), std::string::npos) << e.what();
+  }
+}
+
+void expect_body_refused(const std::string& text, const std::string& fragment) {
+  try {
+    parse_request_body(text);
+    ADD_FAILURE() << "accepted: " << text.substr(0, 100);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+// A few hundred KB of nesting killed the server: what parsing builds, every
+// later step (rendering the tools, dumping arguments) recurses over. The
+// depth is refused while parsing, before anything that deep exists.
+TEST(RequestBody, NestingPastTheBoundIsRefusedWhileParsing) {
+  expect_body_refused(std::string(200000, '[') + std::string(200000, ']'), "deeper than 64 levels");
+  std::string schema;
+  for (int i = 0; i < 20000; ++i) schema += R"({"type": "array", "items": )";
+  schema += R"({"type": "string"})" + std::string(20000, '}');
+  expect_body_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+      "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": )" +
+                          schema + "}}}}]}",
+                      "deeper than 64 levels");
+  EXPECT_NO_THROW(parse_request_body(std::string(64, '[') + "1" + std::string(64, ']')));
+}
+
+TEST(RequestBody, MoreValuesThanTheBoundAreRefused) {
+  std::string many = "[0";
+  for (size_t i = 2; i < kMaxBodyValues; ++i) many += ",0";
+  EXPECT_NO_THROW(parse_request_body(many + "]"));  // the array and its numbers: the bound
+  expect_body_refused(many + ",0]", "more than 262144 JSON values");
+}
+
+// An ordered_json object finds each key by scanning its members: an object
+// of 40,000 members (a tool's properties) took 5 s to parse.
+TEST(RequestBody, AnObjectOfMoreMembersThanTheBoundIsRefused) {
+  std::string object = "{";
+  for (size_t i = 0; i < 40000; ++i) object += cat(i ? "," : "", "\"p", i, "\": 0");
+  expect_body_refused(object + "}", "more than 256 members");
+  std::string bound = "{";
+  for (size_t i = 0; i < kMaxObjectMembers; ++i) bound += cat(i ? "," : "", "\"p", i, "\": 0");
+  EXPECT_EQ(parse_request_body(bound + "}").size(), kMaxObjectMembers);
+}
+
+// A number past a double's range was an out_of_range exception, not a
+// parse error: a 500.
+TEST(RequestBody, ANumberPastADoubleIsA400) {
+  expect_body_refused(R"({"prompt": "hi", "temperature": 1e999})", "number overflow");
+  expect_body_refused(R"({"prompt": "hi", "temperature": -1e400})", "number overflow");
+  expect_body_refused("{not json", "not valid JSON");
 }
 
 void expect_refused(const std::string& body, int status, const std::string& param, const std::string& fragment) {
@@ -92,6 +183,60 @@ TEST(ApiRequest, RefusesWhatIsWrongByName) {
   expect_refused(R"({"messages": [{"role": "user", "content": [{"type": 1, "text": "x"}]}]})", 400,
                  "messages[0].content", "only text");
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": [1]}]})", 400, "tools", "");
+}
+
+// Fields that would change the answer were taken and ignored: tool_choice
+// "required" acted as "auto", response_format json_schema gave free text.
+// Each is honoured (OutputConstraint below) or refused by name with its value.
+TEST(ApiRequest, FieldsNotHonouredAreRefusedByName) {
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+      "function": {"name": "add"}}], )";
+  expect_refused(chat + R"("tool_choice": "sometimes"})", 400, "tool_choice", "not auto, none, required");
+  expect_refused(chat + R"("tool_choice": {"type": "function", "function": {"name": "sub"}}})", 400, "tool_choice",
+                 "'sub', which 'tools' does not offer");
+  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", 400, "tool_choice",
+                 "'tools' offers none");
+  expect_refused(chat + R"("response_format": {"type": "yaml"}})", 400, "response_format.type", "'yaml'");
+  expect_refused(chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})", 400,
+                 "response_format.json_schema.schema", "must be a JSON Schema");
+  expect_refused(chat + R"("frequency_penalty": 0.5})", 400, "frequency_penalty", "0.5 is not supported");
+  expect_refused(chat + R"("logit_bias": {"13": 5}})", 400, "logit_bias", R"({"13":5})");
+  expect_refused(chat + R"("functions": [{"name": "add"}]})", 400, "functions", "deprecated");
+  expect_refused(chat + R"("parallel_tool_calls": "yes"})", 400, "parallel_tool_calls", "true or false");
+  // What is honoured: none offers no functions; text output; no-op values.
+  const ChatRequest none = parse_chat_request(
+      json::parse(chat + R"("tool_choice": "none", "response_format": {"type": "text"}, "presence_penalty": 0,
+          "logit_bias": {}, "parallel_tool_calls": false})"),
+      kLimits);
+  EXPECT_FALSE(none.tools);
+  EXPECT_EQ(none.conversation.functions, "");
+  EXPECT_TRUE(parse_chat_request(json::parse(chat + R"("tool_choice": "auto"})"), kLimits).tools);
+  for (const char* field : {R"("echo": true)", R"("suffix": "end")", R"("best_of": 3)"}) {
+    try {
+      parse_completion_request(json::parse(cat(R"({"prompt": "x", )", field, "}")), kLimits);
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_NE(std::string(field).find(e.param), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Text longer than the context's positions times the longest token cannot
+// fit: refused by its size, before tokenizing (linear in it: seconds for MBs).
+TEST(ApiRequest, TextPastWhatTheContextHoldsIsRefusedBeforeTokenizing) {
+  const std::string long_text(kLimits.prompt_bytes() + 1, 'x');
+  expect_refused(json{{"messages", {{{"role", "user"}, {"content", long_text}}}}}.dump(), 400, "messages",
+                 "the context holds 256 tokens");
+  try {
+    parse_completion_request(json{{"prompt", long_text}}, kLimits);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "prompt");
+    EXPECT_EQ(e.code, "context_length_exceeded");
+  }
+  const std::string fits(kLimits.prompt_bytes() / 2, 'x');
+  EXPECT_NO_THROW(parse_chat_request(json{{"messages", {{{"role", "user"}, {"content", fits}}}}}, kLimits));
 }
 
 TEST(ApiRequest, RendersTheConversationAsHarmonyKeepsIt) {
@@ -198,6 +343,100 @@ TEST(ResponseText, OutputThatIsNotHarmonyBecomesRawText) {
   const std::string said = stream(rt, text);
   EXPECT_EQ(rt.content(), text);
   EXPECT_EQ(said, text);
+}
+
+// A label taken from the path a client sent forged a line of the exposition
+// (a quote and a newline) and added a series per path, forever.
+TEST(Metrics, EndpointLabelsComeFromAFixedSet) {
+  Metrics m;
+  m.request("/v1/x\",status=\"200\"} 1\ntps_forged_total 9\n#", 401);
+  for (int i = 0; i < 1000; ++i) m.request(cat("/v1/path", i), 401);
+  m.request("/v1/chat/completions", 200);
+  const std::string text = m.prometheus();
+  EXPECT_EQ(text.find("tps_forged_total"), std::string::npos) << text;
+  EXPECT_NE(text.find("tps_requests_total{endpoint=\"other\",status=\"401\"} 1001\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tps_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1\n"), std::string::npos);
+  size_t series = 0;
+  for (size_t at = text.find("\ntps_requests_total{"); at != std::string::npos;
+       at = text.find("\ntps_requests_total{", at + 1))
+    ++series;
+  EXPECT_EQ(series, 2u);
+}
+
+// What a request asks of its output becomes the engine's constraint spec:
+// the whole harmony turn for a chat, the raw JSON for a completion; a chat
+// that asks nothing stays free.
+TEST(OutputConstraint, ChatRequestsBecomeHarmonyTurns) {
+  const std::string base = R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 100, "tools": [
+      {"type": "function", "function": {"name": "add", "strict": true, "parameters": {"type": "object",
+        "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "free"}}], )";
+  auto spec = [&](const std::string& rest) {
+    const std::string s = parse_chat_request(json::parse(base + rest + "}"), kLimits).output.spec;
+    return s.empty() ? json() : json::parse(s);
+  };
+  // Strict tools hold their calls' arguments; the others take any object.
+  const json automatic = spec(R"("reasoning_effort": "low")");
+  EXPECT_EQ(automatic["format"], "harmony");
+  EXPECT_EQ(automatic["final"], "text");
+  EXPECT_EQ(automatic["reasoning_budget"], 50);  // half of max_tokens, under low's 512
+  ASSERT_EQ(automatic["tools"].size(), 2u);
+  EXPECT_EQ(automatic["tools"][0]["schema"]["required"], json::array({"a"}));
+  EXPECT_TRUE(automatic["tools"][1]["schema"].is_null());
+  // A call is forced: no final answer; named: only that function.
+  EXPECT_EQ(spec(R"("tool_choice": "required")")["final"], "none");
+  const json named = spec(R"("tool_choice": {"type": "function", "function": {"name": "free"}})");
+  EXPECT_EQ(named["final"], "none");
+  ASSERT_EQ(named["tools"].size(), 1u);
+  EXPECT_EQ(named["tools"][0]["name"], "free");
+  // The answer's JSON; with tool_choice none, no function may be called.
+  const json schema = spec(R"("tool_choice": "none", "response_format": {"type": "json_schema", "json_schema":
+      {"name": "n", "strict": true, "schema": {"type": "boolean"}}})");
+  EXPECT_EQ(schema["final"]["schema"], json({{"type", "boolean"}}));
+  EXPECT_TRUE(schema["tools"].empty());
+  EXPECT_EQ(spec(R"("tool_choice": "none", "response_format": {"type": "json_object"})")["final"],
+            json({{"json_object", true}}));
+  // Nothing asked: free, as before.
+  const json free_chat = json::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
+      {"type": "function", "function": {"name": "free"}}], "response_format": {"type": "text"}})");
+  EXPECT_EQ(parse_chat_request(free_chat, kLimits).output.spec, "");
+}
+
+TEST(OutputConstraint, CompletionsHoldTheRawText) {
+  const json body = json::parse(R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "n", "schema": {"enum": [1, 2]}}}})");
+  EXPECT_EQ(json::parse(parse_completion_request(body, kLimits).output.spec),
+            json::parse(R"({"format": "json_schema", "schema": {"enum": [1, 2]}})"));
+  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": "x"})"), kLimits).output.spec, "");
+}
+
+// A schema keyword the grammar engine cannot honour is a 400 naming the
+// request's parameter, the keyword and its path -- never ignored.
+TEST(OutputConstraint, WhatCannotBeHonouredIsRefusedByParameterAndKeyword) {
+  ConstraintCache cache(test_tokenizer());
+  auto refused = [&](const std::string& body, const std::string& param, const std::string& words) {
+    const ChatRequest r = parse_chat_request(json::parse(body), kLimits);
+    try {
+      check_output_constraint(r.output, cache);
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, param);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+      "json_schema": {"name": "n", "schema": {"type": "object", "properties": {"n": {"type": "number",
+      "multipleOf": 3}}}}}})",
+          "response_format.json_schema.schema", "multipleOf");
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function":
+      {"name": "f", "strict": true, "parameters": {"type": "object", "not": {"required": ["a"]}}}}]})",
+          "tools[0].function.parameters", "not");
+  // What it can: compiled, and then the generation loop finds it cached.
+  const ChatRequest ok = parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"),
+      kLimits);
+  EXPECT_NO_THROW(check_output_constraint(ok.output, cache));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The server as OpenAI's official client (the `openai` npm package) sees it.
 //   node openai_client.mjs BASE_URL API_KEY MODEL_ID
 // Prints one line per check; exits 1 on the first failure, with what differed.
+import Ajv from "ajv";
+import addFormats from "ajv-formats";
 import OpenAI from "openai";
 
 const [base, key, modelId] = process.argv.slice(2);
@@ -89,6 +91,69 @@ const round = await client.chat.completions.create({ ...greedy, tools, messages:
     tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
   { role: "tool", tool_call_id: "call_1", content: '{"sunny": true}' }] });
 check(round.choices[0].message.role === "assistant", "tools: the call and its result fed back are served");
+
+// Structured outputs. Left alone, the random-weight model never writes JSON:
+// every answer that validates was held to its schema. ajv (an independent
+// validator) judges each; the schemas are bounded (enums, bounded integers,
+// short strings) so that the answer ends within max_tokens at temperature 1.
+const ajv = new Ajv({ strict: false });
+addFormats(ajv);
+const answerSchema = { type: "object", additionalProperties: false, required: ["ok", "n", "color", "tag"],
+  properties: { ok: { type: "boolean" }, n: { type: "integer", minimum: -5, maximum: 99 },
+                color: { enum: ["red", "green", "blue"] }, tag: { type: "string", maxLength: 6 },
+                when: { type: "string", format: "date" } } };
+const validAnswer = ajv.compile(answerSchema);
+const structured = { model: modelId, temperature: 1, max_tokens: 160, reasoning_effort: "low", messages: user("Fill the form.") };
+const schemaFormat = { type: "json_schema", json_schema: { name: "form", strict: true, schema: answerSchema } };
+for (const seed of [1, 2, 3]) {
+  const r = await client.chat.completions.create({ ...structured, seed, response_format: schemaFormat });
+  const c = r.choices[0];
+  let parsed;
+  try { parsed = JSON.parse(c.message.content); } catch (e) { parsed = e.message; }
+  check(c.finish_reason === "stop" && validAnswer(parsed), `json_schema: seed ${seed} answers valid JSON`,
+        { finish: c.finish_reason, content: c.message.content, errors: validAnswer.errors });
+}
+const streamedForm = await client.chat.completions.create({ ...structured, seed: 4, response_format: schemaFormat,
+                                                             stream: true });
+let formText = "";
+for await (const chunk of streamedForm) for (const choice of chunk.choices) formText += choice.delta.content || "";
+let formParsed;
+try { formParsed = JSON.parse(formText); } catch (e) { formParsed = e.message; }
+check(validAnswer(formParsed), "json_schema, streamed: the chunks make valid JSON", formText);
+const completionForm = await client.completions.create({ model: modelId, temperature: 1, seed: 5, max_tokens: 80,
+                                                          prompt: "Form:", response_format: schemaFormat });
+let completionParsed;
+try { completionParsed = JSON.parse(completionForm.choices[0].text); } catch (e) { completionParsed = e.message; }
+check(validAnswer(completionParsed), "json_schema on completions: the raw text is the JSON",
+      completionForm.choices[0].text);
+// Strict tools: a forced call's arguments are valid for its function.
+const strictTools = [
+  { type: "function", function: { name: "add", strict: true, parameters: { type: "object", additionalProperties: false,
+    required: ["a", "b"], properties: { a: { type: "integer", minimum: 0, maximum: 9 },
+                                        b: { type: "integer", minimum: 0, maximum: 9 } } } } },
+  { type: "function", function: { name: "lookup", strict: true, parameters: { type: "object",
+    additionalProperties: false, required: ["key"], properties: { key: { enum: ["alpha", "beta"] } } } } }];
+const validArgs = Object.fromEntries(strictTools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+for (const [choice, seed] of [["required", 6], [{ type: "function", function: { name: "lookup" } }, 7]]) {
+  const r = await client.chat.completions.create({ ...structured, seed, tools: strictTools, tool_choice: choice });
+  const c = r.choices[0];
+  const call = c.message.tool_calls && c.message.tool_calls[0];
+  let args;
+  try { args = JSON.parse(call.function.arguments); } catch (e) { args = e.message; }
+  check(c.finish_reason === "tool_calls" && call && validArgs[call.function.name] &&
+        validArgs[call.function.name](args) && (choice === "required" || call.function.name === "lookup"),
+        `strict tools, tool_choice ${JSON.stringify(choice)}: a call with valid arguments`, c.message);
+}
+// A schema keyword the engine cannot honour: refused by name, never ignored.
+try {
+  await client.chat.completions.create({ ...structured, response_format: { type: "json_schema", json_schema: {
+    name: "x", schema: { type: "object", properties: { n: { type: "number", multipleOf: 3 } } } } } });
+  check(false, "json_schema: an unsupported keyword is refused");
+} catch (e) {
+  check(e.status === 400 && /multipleOf/.test(e.error.message) &&
+        e.error.param === "response_format.json_schema.schema",
+        "json_schema: an unsupported keyword is a 400 naming it", { status: e.status, error: e.error });
+}
 
 // 8 clients at once get what each gets alone (greedy; batching changes nothing).
 const prompts = Array.from({ length: 8 }, (_, i) => `Prompt number ${i}: tell me about ${["cats", "dogs", "rain", "tea"][i % 4]}`);

@@ -1,0 +1,141 @@
+#include "serve/output_constraint.h"
+
+#include <algorithm>
+
+#include "engine/sched/constraint.h"
+#include "runtime/error.h"
+#include "serve/api_error.h"
+#include "serve/json_fields.h"
+
+namespace tps {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
+
+// What response_format asks of the answer: nothing (absent or text), or the
+// constraint's final content ({"schema": S} or {"json_object": true}),
+// with the schema's parameter.
+json read_response_format(const json& body, OutputConstraint& out) {
+  const auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return nullptr;
+  if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+    throw bad("response_format", "'response_format' must be an object with a 'type'");
+  const std::string type = (*it)["type"].get<std::string>();
+  if (type == "text") return nullptr;
+  if (type == "json_object") return {{"json_object", true}};
+  if (type != "json_schema")
+    throw bad("response_format.type",
+              cat("'response_format.type' is '", type, "', expected text, json_object or json_schema"));
+  const auto js = it->find("json_schema");
+  if (js == it->end() || !js->is_object())
+    throw bad("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+  const auto schema = js->find("schema");
+  if (schema == js->end() || !(schema->is_object() || schema->is_boolean()))
+    throw bad("response_format.json_schema.schema",
+              "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+  out.schemas.emplace_back("response_format.json_schema.schema", *schema);
+  return {{"schema", *schema}};
+}
+
+// A strict function's parameters: its schema (a function without them
+// takes an empty object).
+json strict_parameters(const json& function) {
+  const auto p = function.find("parameters");
+  if (p != function.end() && !p->is_null()) return *p;
+  return {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}};
+}
+
+}  // namespace
+
+ToolChoice read_tool_choice(const json& body) {
+  ToolChoice c;
+  const auto it = body.find("tool_choice");
+  if (it == body.end() || it->is_null()) return c;
+  if (it->is_string()) {
+    const std::string s = it->get<std::string>();
+    if (s == "auto") return c;
+    if (s == "none") return c.mode = ToolChoice::Mode::none, c;
+    if (s == "required") return c.mode = ToolChoice::Mode::required, c;
+  } else if (it->is_object() && string_field(*it, "type") == "function") {
+    // Chat completions nest the name in "function"; the Responses API does not.
+    const auto f = it->find("function");
+    c.name = f != it->end() && f->is_object() ? string_field(*f, "name") : string_field(*it, "name");
+    if (!c.name.empty()) return c.mode = ToolChoice::Mode::named, c;
+  }
+  const std::string shown = it->dump(-1, ' ', false, json::error_handler_t::replace);
+  throw bad("tool_choice", cat("'tool_choice' ", shown.substr(0, 60),
+                               " is not auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"));
+}
+
+int reasoning_budget(const std::string& effort, int max_tokens) {
+  const int by_effort = effort == "low" ? 512 : effort == "high" ? 8192 : 2048;
+  return std::max(1, std::min(by_effort, max_tokens / 2));
+}
+
+OutputConstraint read_chat_constraint(const json& body, int budget) {
+  OutputConstraint out;
+  const ToolChoice choice = read_tool_choice(body);
+  const json final = read_response_format(body, out);
+  const auto tools_it = body.find("tools");
+  const json tools = tools_it != body.end() && tools_it->is_array() ? *tools_it : json::array();
+  if ((choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named) && tools.empty())
+    throw bad("tool_choice", "'tool_choice' asks for a function call, and 'tools' offers none");
+  json offered = json::array();
+  bool strict = false, named_found = false;
+  if (choice.mode != ToolChoice::Mode::none)
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const json& t = tools[i];
+      // render_functions has refused a tool that is not an object with a function's name.
+      const json& f = t["function"];
+      const std::string name = f["name"].get<std::string>();
+      if (choice.mode == ToolChoice::Mode::named && name != choice.name) continue;
+      named_found |= choice.mode == ToolChoice::Mode::named;
+      json tool = {{"name", name}, {"schema", nullptr}};
+      if (bool_field(f, "strict", false)) {
+        tool["schema"] = strict_parameters(f);
+        out.schemas.emplace_back(cat("tools[", i, "].function.parameters"), tool["schema"]);
+        strict = true;
+      }
+      offered.push_back(std::move(tool));
+    }
+  if (choice.mode == ToolChoice::Mode::named && !named_found)
+    throw bad("tool_choice", cat("'tool_choice' names the function '", choice.name, "', which 'tools' does not offer"));
+  const bool call_forced = choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named;
+  if (final.is_null() && !strict && !call_forced) return out;  // nothing asked: free
+  json spec = {{"format", "harmony"},
+               {"analysis", true},
+               {"reasoning_budget", budget},
+               {"final", call_forced ? json("none") : final.is_null() ? json("text") : final},
+               {"tools", offered}};
+  out.spec = spec.dump();
+  return out;
+}
+
+OutputConstraint read_completion_constraint(const json& body) {
+  OutputConstraint out;
+  const json final = read_response_format(body, out);
+  if (final.is_null()) return out;
+  json spec = final.contains("schema") ? json{{"format", "json_schema"}, {"schema", final["schema"]}}
+                                       : json{{"format", "json_object"}};
+  out.spec = spec.dump();
+  return out;
+}
+
+void check_output_constraint(const OutputConstraint& c, ConstraintCache& cache) {
+  if (c.spec.empty()) return;
+  for (const auto& [param, schema] : c.schemas) try {
+      cache.get(json{{"format", "json_schema"}, {"schema", schema}}.dump());
+    } catch (const InputError& e) {
+      throw bad(param, cat("'", param, "': ", e.what()));
+    }
+  try {
+    cache.get(c.spec);
+  } catch (const InputError& e) {
+    throw bad("", e.what());
+  }
+}
+
+}  // namespace tps

@@ -1,0 +1,55 @@
+// What a request asks of its output's shape, as the engine's constraint
+// spec (engine/sched/constraint.h), so that no such request is ever taken
+// and ignored:
+//   - a chat's `response_format` (json_schema, json_object), its tools'
+//     `strict` and its `tool_choice` (auto, none, required, a named
+//     function) hold the whole harmony assistant turn: the analysis under a
+//     reasoning budget, then the final message's JSON or a function call
+//     whose arguments are valid for its parameters (strict tools; any JSON
+//     object otherwise), as tool_choice allows;
+//   - a completion's `response_format` holds the raw text to the JSON.
+// A chat that asks none of these is not constrained.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tps {
+
+class ConstraintCache;
+
+struct OutputConstraint {
+  std::string spec;  // "": the output is free
+  // Each schema of the spec with the request parameter it came from, so
+  // that a keyword the engine cannot honour is refused by that name.
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> schemas;
+};
+
+// tool_choice: auto (the default), none, required, or a named function
+// ({"type": "function", "function": {"name": NAME}}). Throws ApiError 400
+// naming it for anything else.
+struct ToolChoice {
+  enum class Mode { auto_, none, required, named } mode = Mode::auto_;
+  std::string name;  // named
+};
+ToolChoice read_tool_choice(const nlohmann::ordered_json& body);
+
+// The analysis a constrained chat may spend before the engine closes it:
+// by reasoning_effort, and at most half of the tokens the answer may take,
+// so that the JSON always has room.
+int reasoning_budget(const std::string& effort, int max_tokens);
+
+// A chat's (body: the request; budget: reasoning_budget's). Throws ApiError
+// 400 naming the field for what is malformed or names an unknown function.
+OutputConstraint read_chat_constraint(const nlohmann::ordered_json& body, int budget);
+// A completion's.
+OutputConstraint read_completion_constraint(const nlohmann::ordered_json& body);
+
+// Compiles it (through the cache, which the generation loop then hits):
+// ApiError 400 naming the parameter of a schema that uses what the grammar
+// engine cannot honour, and the keyword and its path.
+void check_output_constraint(const OutputConstraint& c, ConstraintCache& cache);
+
+}  // namespace tps
