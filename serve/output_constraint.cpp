@@ -66,8 +66,9 @@ ToolChoice read_tool_choice(const json& body) {
     if (!c.name.empty()) return c.mode = ToolChoice::Mode::named, c;
   }
   const std::string shown = it->dump(-1, ' ', false, json::error_handler_t::replace);
-  throw bad("tool_choice", cat("'tool_choice' ", shown.substr(0, 60),
-                               " is not auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"));
+  throw bad("tool_choice",
+            cat("'tool_choice' ", shown.substr(0, 60),
+                " is not auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"));
 }
 
 int reasoning_budget(const std::string& effort, int max_tokens) {
@@ -108,7 +109,9 @@ OutputConstraint read_chat_constraint(const json& body, int budget) {
   json spec = {{"format", "harmony"},
                {"analysis", true},
                {"reasoning_budget", budget},
-               {"final", call_forced ? json("none") : final.is_null() ? json("text") : final},
+               {"final", call_forced       ? json("none")
+                         : final.is_null() ? json("text")
+                                           : final},
                {"tools", offered}};
   out.spec = spec.dump();
   return out;

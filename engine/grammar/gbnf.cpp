@@ -266,7 +266,12 @@ class Parser {
         case 'n': return '\n';
         case 'r': return '\r';
         case 't': return '\t';
-        case '\\': case '"': case ']': case '[': case '-': case '^': return static_cast<unsigned char>(e);
+        case '\\':
+        case '"':
+        case ']':
+        case '[':
+        case '-':
+        case '^': return static_cast<unsigned char>(e);
         case 'x': return hex(2);
         case 'u': return hex(4);
         case 'U': return hex(8);
