@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -135,6 +136,7 @@ TEST(QuantizePlan, ALoadedShardHoldsThePlainConversion) {
   const std::string path = testing::temp_path("f16.gguf");
   write_synthetic_model(spec, testing::test_vocab(), path, nullptr);
   const GgufFile file = GgufFile::open(path);
+  std::filesystem::remove(path);  // the mapping keeps it while the test reads it
   const ModelConfig c = read_model_config(file);
   const QuantizePlan plan = parse_quantize("attn=q4_0,experts=mxfp4,embed=q8_0,output=q5_0");
   const Shard shard = plan_shard(model_shape(file, c, plan), SplitMode::tensor, 1, 2);
