@@ -10,6 +10,7 @@
 
 #include "engine/text/generated_text.h"
 #include "launch/json_output.h"
+#include "launch/output_format.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -88,6 +89,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   // samples with seed + i.
   if (!o.seed_given) sp.seed = std::random_device{}();
   r.exchange.broadcast(&sp.seed, sizeof sp.seed, 0);
+  const std::string constraint = output_format_spec(o, m.tokenizer);  // every rank: each refuses alike
   Generator gen(m, r.pool, r.exchange, generator_options(o));
   r.log_kv_pool(gen);
 
@@ -103,6 +105,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       params.sampler.seed = sp.seed + static_cast<uint64_t>(i);
       params.max_new = o.max_tokens;
       params.top_logprobs = o.top_logprobs;
+      params.constraint = constraint;
       const int id = gen.add(f.prompt, params);
       seqs.emplace(id, std::move(f));
     }

@@ -38,6 +38,8 @@ struct RunOptions {
   std::string kv_type;            // its keys' and values' type (kernels/kv_format.h); "": the default
   bool no_prefix_cache = false;   // never reuse cached prompt prefixes
   std::string alias;              // serve: the model's id in the API (default: the file's name)
+  std::string json_schema_file;   // generated text held to this JSON Schema (launch/output_format.h)
+  std::string grammar_file;       // or to this GBNF grammar
 };
 
 // --kv-size as GeneratorOptions takes it: "16384" (positions) or "2G",

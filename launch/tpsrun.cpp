@@ -113,6 +113,13 @@ int main(int argc, char** argv) {
   app.add_option("--reasoning", run.reasoning, "with --chat: low, medium or high")
       ->check(CLI::IsMember({"low", "medium", "high"}))
       ->capture_default_str();
+  auto* schema = app.add_option("--json-schema", run.json_schema_file,
+                                "hold the generated text to this JSON Schema's JSON (with --chat: the final "
+                                "message, the analysis free under --reasoning's budget)")
+                     ->check(CLI::ExistingFile);
+  app.add_option("--grammar", run.grammar_file, "hold the generated text to this GBNF grammar (llama.cpp's notation)")
+      ->check(CLI::ExistingFile)
+      ->excludes(schema);
   app.add_flag("--json", run.json, "print one JSON object (text, ids, timings) instead of text");
   app.add_option("--top-logprobs", run.top_logprobs,
                  "report each generated token's log-probability and the K most likely")
@@ -217,17 +224,21 @@ int main(int argc, char** argv) {
         "--max-tokens", "--temp",         "--top-k",         "--top-p",    "--min-p",         "--seed",
         "--ctx",        "--kv-type",      "--batch",         "--chat",     "--show-analysis", "--reasoning",
         "--json",       "--top-logprobs", "--yarn-truncate", "--split",    "--exchange",      "--keep-page-cache",
-        "--quantize"}},
+        "--quantize",   "--json-schema",  "--grammar"}},
       {score,
        {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
-        "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning"}},
+        "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning", "--json-schema",
+        "--grammar"}},
       {serve,
        {"--prompt", "--prompts-file", "--max-tokens", "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--chat",
-        "--show-analysis", "--reasoning", "--json", "--top-logprobs"}},
-      {chat, {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--json", "--top-logprobs"}},
+        "--show-analysis", "--reasoning", "--json", "--top-logprobs", "--json-schema", "--grammar"}},
+      {chat,
+       {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--json", "--top-logprobs", "--json-schema",
+        "--grammar"}},
       {perplexity,
        {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
-        "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning", "--top-logprobs"}},
+        "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning", "--top-logprobs",
+        "--json-schema", "--grammar"}},
       {nullptr, {"--show-analysis", "--reasoning"}},  // generation without --chat
   };
   // What the options say together, checked with the rest of the command line.

@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "engine/sched/constraint.h"
 #include "runtime/error.h"
 #include "serve/api_error.h"
 #include "serve/json_fields.h"
@@ -198,7 +199,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   }
   c.reasoning = effort;
   read_tools(body, limits, r);
-  r.output = read_chat_constraint(body, reasoning_budget(effort, r.max_tokens > 0 ? r.max_tokens : limits.context));
+  r.output = read_chat_constraint(body, effort_budget(effort, r.max_tokens > 0 ? r.max_tokens : limits.context));
   if (!body.contains("messages")) throw bad("messages", "'messages' is missing");
   const json& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) throw bad("messages", "'messages' must be a non-empty array");

@@ -71,11 +71,6 @@ ToolChoice read_tool_choice(const json& body) {
                 " is not auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"));
 }
 
-int reasoning_budget(const std::string& effort, int max_tokens) {
-  const int by_effort = effort == "low" ? 512 : effort == "high" ? 8192 : 2048;
-  return std::max(1, std::min(by_effort, max_tokens / 2));
-}
-
 OutputConstraint read_chat_constraint(const json& body, int budget) {
   OutputConstraint out;
   const ToolChoice choice = read_tool_choice(body);

@@ -36,12 +36,8 @@ struct ToolChoice {
 };
 ToolChoice read_tool_choice(const nlohmann::ordered_json& body);
 
-// The analysis a constrained chat may spend before the engine closes it:
-// by reasoning_effort, and at most half of the tokens the answer may take,
-// so that the JSON always has room.
-int reasoning_budget(const std::string& effort, int max_tokens);
-
-// A chat's (body: the request; budget: reasoning_budget's). Throws ApiError
+// A chat's (body: the request; budget: the analysis's, effort_budget's of
+// engine/sched/constraint.h). Throws ApiError
 // 400 naming the field for what is malformed or names an unknown function.
 OutputConstraint read_chat_constraint(const nlohmann::ordered_json& body, int budget);
 // A completion's.

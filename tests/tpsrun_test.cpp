@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/temp_path.h"
 #include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
@@ -186,6 +187,55 @@ TEST(Tpsrun, ScoreNeedsIds) {
   auto r = run_tool(tpsrun("score --ids /no/ids.txt"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/ids.txt: cannot open: No such file or directory"), std::string::npos) << r.err;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = testing::temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The random-weight model never writes JSON by itself: each answer that
+// parses and has the schema's shape was held to it, raw and as a chat's
+// final message; a GBNF grammar likewise.
+TEST(Tpsrun, JsonSchemaAndGrammarHoldTheText) {
+  const std::string schema = write_file("form.json", R"({"type": "object", "additionalProperties": false,
+    "required": ["ok", "n", "color"], "properties": {"ok": {"type": "boolean"},
+    "n": {"type": "integer", "minimum": -5, "maximum": 99}, "color": {"enum": ["red", "green", "blue"]}}})");
+  for (const std::string mode : {"", "--chat --reasoning low "})
+    for (int seed = 1; seed <= 3; ++seed) {
+      auto r = run_tool(tpsrun(mode + "-p 'Fill the form' -n 200 --temp 1 --seed " + std::to_string(seed) +
+                               " --json --json-schema " + schema));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const std::string text = nlohmann::json::parse(r.out)["text"];
+      const auto answer = nlohmann::json::parse(text, nullptr, false);
+      ASSERT_TRUE(answer.is_object()) << mode << seed << ": " << text;
+      EXPECT_EQ(answer.size(), 3u) << text;
+      EXPECT_TRUE(answer["ok"].is_boolean()) << text;
+      EXPECT_TRUE(answer["n"].is_number_integer() && answer["n"] >= -5 && answer["n"] <= 99) << text;
+      EXPECT_TRUE(answer["color"] == "red" || answer["color"] == "green" || answer["color"] == "blue") << text;
+    }
+  const std::string grammar =
+      write_file("answer.gbnf", "root ::= \"answer: \" (\"yes\" | \"no\") \" (\" [0-9]{1,2} \"%)\"\n");
+  auto g = run_tool(tpsrun("-p 'Q' -n 40 --temp 1 --seed 2 --json --grammar " + grammar));
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const std::string text = nlohmann::json::parse(g.out)["text"];
+  EXPECT_TRUE(text.starts_with("answer: yes (") || text.starts_with("answer: no (")) << text;
+  EXPECT_TRUE(text.ends_with("%)")) << text;
+  // What cannot be honoured: one line naming the flag, the file and why.
+  const std::string bad_schema = write_file("bad.json", R"({"type": "object", "not": {}})");
+  const std::string bad_grammar = write_file("bad.gbnf", "root ::= \"a\" b\n");
+  const std::string not_json = write_file("not.json", "{\"type\": ");
+  for (const auto& [args, words] : std::vector<std::pair<std::string, std::string>>{
+           {"--json-schema " + bad_schema, "bad.json: schema at /: 'not' is not supported"},
+           {"--grammar " + bad_grammar, "bad.gbnf: line 1: rule 'b' is used but never defined"},
+           {"--json-schema " + not_json, "not.json: not JSON"},
+           {"--json-schema " + schema + " --grammar " + grammar, "excludes"}}) {
+    auto r = run_tool(tpsrun("-p x -n 4 " + args));
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+  }
+  for (const std::string& f : {schema, grammar, bad_schema, bad_grammar, not_json}) std::filesystem::remove(f);
 }
 
 }  // namespace

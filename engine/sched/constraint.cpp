@@ -1,5 +1,6 @@
 #include "engine/sched/constraint.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,11 @@ std::shared_ptr<const CompiledGrammar> compile(const std::string& text, const To
 }  // namespace
 
 int reasoning_budget(const std::string& spec) { return parse(spec).value("reasoning_budget", -1); }
+
+int effort_budget(const std::string& effort, int max_new_tokens) {
+  const int by_effort = effort == "low" ? 512 : effort == "high" ? 8192 : 2048;
+  return std::max(1, std::min(by_effort, max_new_tokens / 2));
+}
 
 ConstraintCache::ConstraintCache(const Tokenizer& tokenizer) : tok_(tokenizer) {}
 

@@ -75,4 +75,10 @@ class SequenceConstraint {
 // The reasoning budget of a spec (its "reasoning_budget", or -1: none).
 int reasoning_budget(const std::string& spec);
 
+// The analysis a constrained harmony turn may spend before it is closed:
+// by reasoning effort (low 512, medium 2048, high 8192 tokens), and at most
+// half of the tokens the answer may take, so that the constrained answer
+// always has room.
+int effort_budget(const std::string& effort, int max_new_tokens);
+
 }  // namespace tps

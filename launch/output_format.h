@@ -1,0 +1,21 @@
+// --json-schema FILE and --grammar FILE (GBNF, engine/grammar/gbnf.h): what
+// tpsrun's generated text is held to, as the engine's constraint spec
+// (engine/sched/constraint.h). Without --chat the raw text is the schema's
+// JSON or the grammar's text; with --chat the whole harmony turn is held:
+// the analysis under the --reasoning effort's budget, then the final
+// message.
+#pragma once
+
+#include <string>
+
+#include "launch/run_options.h"
+
+namespace tps {
+
+// "" when neither flag is given. Reads and checks the file on the calling
+// rank: InputError naming the flag and the file for one that cannot be
+// read, is not JSON, or uses what the grammar engine cannot honour (the
+// keyword and its path, or the grammar's line).
+std::string output_format_spec(const RunOptions& options, const Tokenizer& tokenizer);
+
+}  // namespace tps
