@@ -6,10 +6,10 @@
 #include <ctime>
 #include <random>
 
-#include "runtime/build_info.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "serve/api_error.h"
+#include "serve/api_response.h"
 #include "serve/connection_server.h"
 #include "serve/response_text.h"
 #include "serve/web_page.h"  // generated: the embedded web page
@@ -61,19 +61,9 @@ struct Server::Job {
 
 namespace {
 
-std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
-json usage(int prompt, int completion, int cached, int reasoning) {
-  return {{"prompt_tokens", prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", cached}}},
-          {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
 }
 
 // A response of server-sent events. HTTP/1.0 has no chunked encoding: its
@@ -251,8 +241,8 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = submit(std::move(prompt), r);
   const uint64_t n = next_id_++;
-  const std::string id = cat(chat ? "chatcmpl-" : "cmpl-", std::hex, n);
-  const int64_t created = std::time(nullptr);
+  auto shape = std::make_shared<const ApiResponse>(cat(chat ? "chatcmpl-" : "cmpl-", std::hex, n), std::time(nullptr),
+                                                   limits_.model_id, chat, r.logprobs, r.include_usage);
   auto rt = std::make_shared<ResponseText>(*tok_, chat, r.stop, r.logprobs ? r.top_logprobs : -1,
                                            cat("call_", std::hex, n, "_"));
   auto finish_reason = [job, rt] {
@@ -260,7 +250,7 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
     return rt->tool_calls().empty() ? "stop" : "tool_calls";
   };
   auto usage_of = [job, rt, prompt_tokens](int completion) {
-    return usage(prompt_tokens, completion, job->reused, rt->reasoning_tokens());
+    return usage_json(prompt_tokens, completion, job->reused, rt->reasoning_tokens());
   };
 
   if (!r.stream) {
@@ -275,42 +265,7 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
     }
     if (!job->error.empty()) throw ApiError(job->status, job->error);
     rt->finish();
-    json choice;
-    if (chat) {
-      json message = {{"role", "assistant"}, {"content", rt->content()}, {"refusal", nullptr}};
-      if (!rt->reasoning().empty()) message["reasoning_content"] = rt->reasoning();
-      if (!rt->tool_calls().empty()) {
-        message["tool_calls"] = json::array();
-        for (const ResponseText::ToolCall& c : rt->tool_calls())
-          message["tool_calls"].push_back(
-              {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-      }
-      choice = {{"index", 0},
-                {"message", message},
-                {"logprobs", r.logprobs ? json{{"content", rt->logprobs()}} : json()},
-                {"finish_reason", finish_reason()}};
-    } else {
-      json lp;
-      if (r.logprobs) {
-        lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
-        for (const json& e : rt->logprobs()) {
-          lp["tokens"].push_back(e["token"]);
-          lp["token_logprobs"].push_back(e["logprob"]);
-          json top = json::object();
-          for (const json& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
-          lp["top_logprobs"].push_back(top);
-        }
-      }
-      choice = {{"index", 0}, {"text", rt->content()}, {"logprobs", lp}, {"finish_reason", finish_reason()}};
-    }
-    send_json(res, 200,
-              {{"id", id},
-               {"object", chat ? "chat.completion" : "text_completion"},
-               {"created", created},
-               {"model", limits_.model_id},
-               {"system_fingerprint", cat("tps-", build_info().commit)},
-               {"choices", json::array({choice})},
-               {"usage", usage_of(completion)}});
+    send_json(res, 200, shape->body(*rt, finish_reason(), usage_of(completion)));
     return;
   }
 
@@ -320,29 +275,9 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
     int completion = 0;
   };
   auto st = std::make_shared<Stream>();
-  const bool include_usage = r.include_usage, logprobs = r.logprobs;
-  const std::string model = limits_.model_id;
-  auto chunk = [=](const json& delta, const json& finish, const json& lp) {
-    json choice = {{"index", 0}, {"finish_reason", finish}};
-    if (chat) {
-      choice["delta"] = delta;
-      if (logprobs) choice["logprobs"] = lp.is_null() ? json() : json{{"content", lp}};
-    } else {
-      choice["text"] = delta.value("content", "");
-      choice["logprobs"] = nullptr;
-    }
-    json c = {{"id", id},
-              {"object", chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"system_fingerprint", cat("tps-", build_info().commit)},
-              {"choices", json::array({choice})}};
-    if (include_usage) c["usage"] = nullptr;
-    return sse(c);
-  };
   set_event_stream(
       res, req.version == "HTTP/1.0",
-      [=, this](size_t, httplib::DataSink& sink) {
+      [=](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& text) {
           if (sink.write(text.data(), text.size())) return true;
           job->cancelled = true;  // the client went away: its sequence ends at the next step
@@ -350,47 +285,22 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
         };
         if (st->first) {
           st->first = false;
-          return write(
-              chunk(chat ? json{{"role", "assistant"}, {"content", ""}} : json{{"content", ""}}, nullptr, json()));
+          return write(shape->first_event());
         }
         bool finished = false;
         std::deque<Pick> picks = job->take(10.0, finished);
         if (picks.empty() && !finished) return write(": keep-alive\n\n");
         std::string out;
-        auto emit = [&](const ResponseText::Delta& d) {
-          if (!d.reasoning.empty()) out += chunk({{"reasoning_content", d.reasoning}}, nullptr, json());
-          if (!d.content.empty()) out += chunk({{"content", d.content}}, nullptr, d.logprobs);
-          if (d.tool_call >= 0) {
-            const ResponseText::ToolCall& c = rt->tool_calls()[d.tool_call];
-            json call = {{"index", d.tool_call}};
-            if (d.tool_call_started)
-              call.update({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}});
-            if (!d.arguments.empty()) call["function"]["arguments"] = d.arguments;
-            out += chunk({{"tool_calls", json::array({call})}}, nullptr, json());
-          }
-        };
         for (const Pick& p : picks) {
           ++st->completion;
-          emit(rt->push(p));
+          out += shape->delta_events(*rt, rt->push(p));
           if (rt->stopped()) job->cancelled = true;
         }
-        if (finished) {
-          if (!job->error.empty()) {
-            out += sse(ApiError(job->status, job->error).body());
-          } else {
-            emit(rt->finish());
-            out += chunk(json::object(), finish_reason(), json());
-            if (include_usage) {
-              json u = {{"id", id},
-                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                        {"created", created},
-                        {"model", model},
-                        {"choices", json::array()},
-                        {"usage", usage_of(st->completion)}};
-              out += sse(u);
-            }
-          }
-          out += "data: [DONE]\n\n";
+        if (finished && !job->error.empty()) {
+          out += sse_event(ApiError(job->status, job->error).body()) + "data: [DONE]\n\n";
+        } else if (finished) {
+          out += shape->delta_events(*rt, rt->finish());
+          out += shape->last_events(finish_reason(), usage_of(st->completion));
         }
         if (!out.empty() && !write(out)) return false;
         if (finished) sink.done();

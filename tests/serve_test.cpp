@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "serve/api_error.h"
 #include "serve/api_request.h"
+#include "serve/api_response.h"
 #include "serve/metrics.h"
 #include "serve/response_text.h"
 #include "serve/tool_schema.h"
@@ -321,6 +322,50 @@ TEST(ResponseText, AMessageToAFunctionIsAToolCall) {
   EXPECT_EQ(rt.tool_calls()[0].arguments, "{\"city\": \"Paris\"}");
   EXPECT_EQ(rt.tool_calls()[0].id, "call_x_0");
   EXPECT_EQ(rt.content(), "");
+}
+
+// The OpenAI shapes: a body's message with its tool call, and a stream whose
+// chunks, put together, say the same, ending with the finish reason, the
+// usage chunk and [DONE].
+TEST(ApiResponse, BodiesAndStreamsSayTheSame) {
+  const std::string text =
+      "<|channel|>analysis<|message|>Need it.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>";
+  const ApiResponse shape("chatcmpl-1", 7, "gpt-oss-test", true, false, true);
+  ResponseText whole(test_tokenizer(), true, {}, -1, "call_1_");
+  stream(whole, text);
+  const json body = shape.body(whole, "tool_calls", usage_json(5, 9, 2, 3));
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+  EXPECT_EQ(body["choices"][0]["message"]["reasoning_content"], "Need it.");
+  EXPECT_EQ(body["usage"]["total_tokens"], 14);
+  ResponseText streamed(test_tokenizer(), true, {}, -1, "call_1_");
+  std::string events = shape.first_event();
+  for (const Pick& p : picks(text)) events += shape.delta_events(streamed, streamed.push(p));
+  events += shape.delta_events(streamed, streamed.finish()) + shape.last_events("tool_calls", usage_json(5, 9, 2, 3));
+  std::string reasoning, arguments, finish;
+  json usage;
+  size_t at = 0;
+  for (size_t next; (next = events.find("\n\n", at)) != std::string::npos; at = next + 2) {
+    const std::string event = events.substr(at, next - at);
+    ASSERT_TRUE(event.starts_with("data: ")) << event;
+    if (event == "data: [DONE]") break;
+    const json c = json::parse(event.substr(6));
+    EXPECT_EQ(c["id"], "chatcmpl-1");
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    if (!c["usage"].is_null()) usage = c["usage"];
+    for (const json& choice : c["choices"]) {
+      reasoning += choice["delta"].value("reasoning_content", "");
+      for (const json& call : choice["delta"].value("tool_calls", json::array()))
+        arguments += call["function"].value("arguments", "");
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_TRUE(events.ends_with("data: [DONE]\n\n"));
+  EXPECT_EQ(reasoning, "Need it.");
+  EXPECT_EQ(arguments, "{\"city\": \"Paris\"}");
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(usage["completion_tokens"], 9);
 }
 
 TEST(ResponseText, StopStringsEndTheContentAndAreHeldBackUntilSure) {
