@@ -17,6 +17,7 @@
 #include "launch/rank_setup.h"
 #include "launch/score_command.h"
 #include "launch/serve_command.h"
+#include "launch/sweep_command.h"
 #include "launch/tokenize_command.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -156,6 +157,15 @@ int main(int argc, char** argv) {
                                        "and the top alternatives (uses -m, --top-logprobs, --json)");
   score->add_option("--ids", run.ids_file, "file of token ids separated by white space")->required();
   score->fallthrough();
+  tps::SweepOptions sweep_options;
+  CLI::App* sweep = app.add_subcommand(
+      "sweep",
+      "speed against the KV cache's depth, as llama-sweep-bench: the cache filled in chunks of --batch tokens up "
+      "to --ctx, --tg tokens decoded before each chunk (uses -m, --ctx, --batch, --kv-type, --split, --json)");
+  sweep->add_option("--tg", sweep_options.tg, "tokens decoded at each depth")
+      ->check(tps::kPositive)
+      ->capture_default_str();
+  sweep->fallthrough();
 
   tps::PerplexityOptions ppl;
   CLI::App* perplexity = app.add_subcommand(
@@ -225,6 +235,10 @@ int main(int argc, char** argv) {
         "--ctx",        "--kv-type",      "--batch",         "--chat",     "--show-analysis", "--reasoning",
         "--json",       "--top-logprobs", "--yarn-truncate", "--split",    "--exchange",      "--keep-page-cache",
         "--quantize",   "--json-schema",  "--grammar"}},
+      {sweep,
+       {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
+        "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning", "--top-logprobs",
+        "--json-schema", "--grammar"}},
       {score,
        {"--prompt", "--prompts-file", "--parallel", "--kv-size", "--no-prefix-cache", "--max-tokens", "--temp",
         "--top-k", "--top-p", "--min-p", "--seed", "--chat", "--show-analysis", "--reasoning", "--json-schema",
@@ -244,8 +258,8 @@ int main(int argc, char** argv) {
   // What the options say together, checked with the rest of the command line.
   app.callback([&] {
     if (tokenize->parsed()) return;
-    const bool generating =
-        !place->parsed() && !score->parsed() && !serve->parsed() && !chat->parsed() && !perplexity->parsed();
+    const bool generating = !place->parsed() && !score->parsed() && !sweep->parsed() && !serve->parsed() &&
+                            !chat->parsed() && !perplexity->parsed();
     for (const auto& [mode, names] : idle_options) {
       if (mode ? !mode->parsed() : !generating || run.chat) continue;
       for (const std::string& name : names)
@@ -278,6 +292,7 @@ int main(int argc, char** argv) {
     tps::RankSetup setup = tps::setup_rank(mpi, o.threads);
     if (place->parsed()) return 0;
     if (score->parsed()) return tps::run_score(run, mpi, setup);
+    if (sweep->parsed()) return tps::run_sweep(run, sweep_options, mpi, setup);
     if (perplexity->parsed()) return tps::run_perplexity(run, ppl, mpi, setup);
     if (serve->parsed()) return tps::run_serve(run, serve_options, mpi, setup);
     if (chat->parsed()) return tps::run_chat(run, mpi, setup);

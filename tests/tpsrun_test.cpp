@@ -238,5 +238,30 @@ TEST(Tpsrun, JsonSchemaAndGrammarHoldTheText) {
   for (const std::string& f : {schema, grammar, bad_schema, bad_grammar, not_json}) std::filesystem::remove(f);
 }
 
+// tpsrun sweep: a row a depth, the cache growing by a chunk and the decoded
+// tokens each time, the KV bytes a token reads growing with it.
+TEST(Tpsrun, SweepMeasuresEachDepth) {
+  auto r = run_tool(tpsrun("sweep --ctx 320 --batch 64 --tg 4 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& row = j["rows"][i];
+    EXPECT_EQ(row["n_kv"], 68 * i);
+    EXPECT_EQ(row["pp_tokens"], 64);
+    EXPECT_EQ(row["tg_tokens"], 4);
+    EXPECT_GT(row["pp_tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(row["tg_tokens_per_s"].get<double>(), 0);
+    EXPECT_GE(row["attention_share"].get<double>(), 0);
+    EXPECT_LE(row["attention_share"].get<double>(), 1);
+    if (i > 0) {
+      EXPECT_GT(row["kv_mib_per_token"].get<double>(), j["rows"][i - 1]["kv_mib_per_token"].get<double>());
+    }
+  }
+  auto small = run_tool(tpsrun("sweep --ctx 64 --batch 64"));
+  EXPECT_EQ(small.exit_code, 2);
+  EXPECT_NE(small.err.find("--ctx 64: a sweep needs room"), std::string::npos) << small.err;
+}
+
 }  // namespace
 }  // namespace tps
