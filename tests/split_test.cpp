@@ -183,5 +183,23 @@ TEST(Split, SameSampledTokensAsOneRank) {
   }
 }
 
+// A sequence held to a JSON Schema (every rank masks its own vocabulary
+// rows, then they sample together): every split draws one rank's tokens.
+TEST(Split, ConstrainedOutputIsOneRanksOnEverySplit) {
+  const std::string schema = testing::temp_path("split-form.json");
+  std::ofstream(schema) << R"({"type": "object", "required": ["ok", "n"], "additionalProperties": false,
+    "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 0, "maximum": 999}}})";
+  const std::string args = "-n 60 --temp 1 --seed 5 --json-schema " + schema;
+  json one = generate("tiny", 1, "", args);
+  ASSERT_FALSE(one.is_null());
+  EXPECT_TRUE(json::parse(one["text"].get<std::string>(), nullptr, false).is_object()) << one["text"];
+  for (const auto& [ranks, mode] : {std::pair{2, "tensor"}, {3, "experts"}, {2, "layers"}}) {
+    json got = generate("tiny", ranks, "", args + " --split " + mode);
+    ASSERT_FALSE(got.is_null());
+    EXPECT_EQ(got["generated_ids"], one["generated_ids"]) << ranks << " ranks, " << mode << " split";
+  }
+  std::filesystem::remove(schema);
+}
+
 }  // namespace
 }  // namespace tps
