@@ -30,8 +30,8 @@ int run_sweep(const RunOptions& options, const SweepOptions& sweep, const MpiSes
   if (sweep.tg < 1) throw InputError(cat("--tg ", sweep.tg, ": expected at least 1 token"));
   const int chunk = options.batch, ctx = options.ctx;
   if (chunk + sweep.tg > ctx)
-    throw InputError(cat("--ctx ", ctx, ": a sweep needs room for one chunk of --batch ", chunk, " and --tg ",
-                         sweep.tg, " tokens"));
+    throw InputError(
+        cat("--ctx ", ctx, ": a sweep needs room for one chunk of --batch ", chunk, " and --tg ", sweep.tg, " tokens"));
   RankRun r(options, mpi, setup, Clock::now());
   const Model& m = r.model;
   SessionOptions so = r.session_options(options, ctx);

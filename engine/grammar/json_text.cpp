@@ -133,9 +133,12 @@ ByteDfa JsonText::class_dfa(const std::bitset<128>& ascii, bool non_ascii) {
     const std::string text = char_text(c);
     int s = start;
     for (size_t i = 0; i + 1 < text.size(); ++i) {
-      int16_t& next = d.next[s][static_cast<uint8_t>(text[i])];
-      if (next < 0) next = static_cast<int16_t>(d.add_state(false));
-      s = next;
+      const uint8_t b = static_cast<uint8_t>(text[i]);
+      if (d.next[s][b] < 0) {
+        const int added = d.add_state(false);  // grows d.next: index again after
+        d.next[s][b] = static_cast<int16_t>(added);
+      }
+      s = d.next[s][b];
     }
     d.next[s][static_cast<uint8_t>(text.back())] = static_cast<int16_t>(start);
   }
