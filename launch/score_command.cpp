@@ -80,8 +80,9 @@ int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup&
     seconds += seconds_since(t0);
     if (!scorer) continue;
     for (int i = 0; i < count && at + i + 1 < n; ++i) {
-      const SplitLogits row = shard_logits(m.shard, m.config.n_vocab,
-                                           std::span<const float>(logits.data() + i * rows, rows), r.exchange, alone);
+      const SplitRows step_rows = shard_rows(m.shard, m.config.n_vocab, logits, rows, r.exchange, alone);
+      const SplitLogits row{step_rows.logits.subspan(i * rows, rows), step_rows.begin, step_rows.vocab,
+                            step_rows.exchange};
       const std::vector<TokenLogprob> top = top_logprobs(row, k);
       const float next = logprob_of(row, ids[at + i + 1]);
       if (!keeper) continue;

@@ -122,9 +122,10 @@ class Generator {
   Plan make_plan(bool stop);
   void tell_waiting(const Events& events);
   void complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events);
-  // The sampling ranks' pick of an entry's next token from its logits row
-  // (masked first when its sequence is constrained).
-  Pick choose(int32_t seq, std::span<float> row);
+  // The sampling ranks' picks of the next tokens of a batch's entries that
+  // have logits, from their rows (masked first where a sequence is
+  // constrained), all chosen together: one exchange per round, not per entry.
+  std::vector<Pick> choose(const Batch& batch);
   void count_step(const Batch& batch, double forward_seconds);
 
   const Model& model_;
