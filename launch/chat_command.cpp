@@ -164,6 +164,15 @@ class Chat {
 
 }  // namespace
 
+RunMode add_chat_command(CLI::App& app) {
+  CLI::App* chat =
+      app.add_subcommand("chat",
+                         "an interactive chat in the terminal (harmony, multi-turn, streaming; Ctrl-C stops an answer; "
+                         "/reset, /stats, /reasoning low|medium|high, /quit)");
+  chat->fallthrough();
+  return {chat, {run_group::model, run_group::prefix_cache, run_group::sampling, run_group::chat_format}};
+}
+
 int run_chat(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
   RankRun r(o, mpi, setup, Clock::now());
   RunOptions one = o;

@@ -9,6 +9,7 @@
 
 #include "engine/eval/logits_file.h"
 #include "engine/eval/token_scores.h"
+#include "launch/cli.h"
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
@@ -134,6 +135,33 @@ nlohmann::json kl_json(const KlReport& k) {
 }
 
 }  // namespace
+
+RunMode add_perplexity_command(CLI::App& app, PerplexityOptions& p) {
+  CLI::App* perplexity = app.add_subcommand(
+      "perplexity",
+      "how well the model predicts a text, as llama-perplexity measures it: windows of --ctx tokens "
+      "(default 512), the second half of each scored; perplexity with its error, or with --kl-base the KL "
+      "divergence, top-1 agreement and token-probability changes against a base model (uses -m, --ctx, "
+      "--batch, --json; progress on stderr)");
+  auto* text = perplexity->add_option("-f,--file", p.text_file, "the text");
+  auto* chunks = perplexity->add_option("--chunks", p.chunks, "score this many windows at most")->check(kPositive);
+  auto* save = perplexity->add_option(
+      "--save-logits", p.save_logits,
+      "write each scored position's log-probabilities to this file, a base for --kl-base (llama-perplexity's "
+      "--kl-divergence-base format: either engine reads the other's)");
+  perplexity
+      ->add_option("--kl-base", p.kl_base,
+                   "compare with the log-probabilities saved in this file, on its text and windows")
+      ->excludes(text)
+      ->excludes(save)
+      ->excludes(chunks);
+  perplexity->callback([&p, text] {
+    if (p.kl_base.empty() && text->count() == 0)
+      throw CLI::ValidationError("perplexity: give the text with -f FILE, or a base with --kl-base FILE");
+  });
+  perplexity->fallthrough();
+  return {perplexity, {run_group::model, run_group::output}};
+}
 
 int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const MpiSession& mpi,
                    const RankSetup& setup) {

@@ -1,10 +1,80 @@
 #include "launch/run_options.h"
 
+#include <algorithm>
+
 #include "engine/model/quantize_plan.h"
 #include "launch/cli.h"
 #include "runtime/error.h"
 
 namespace tps {
+namespace {
+
+void add_sampling_options(CLI::App& app, RunOptions& run) {
+  const std::string& g = run_group::sampling;
+  app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str()->group(g);
+  app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--top-k", run.sampler.top_k, "keep the k most likely tokens; 0 = off")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--top-p", run.sampler.top_p, "nucleus sampling in (0, 1]; 1 = off")->capture_default_str()->group(g);
+  app.add_option("--min-p", run.sampler.min_p, "drop tokens below min-p x the best; 0 = off")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--seed", run.sampler.seed, "sampling seed (default: random, reported in --json)")
+      ->check(kSeed)
+      ->group(g);
+}
+
+// How the ranks hold and run the model; returns --ctx.
+CLI::Option* add_model_options(CLI::App& app, RunOptions& run) {
+  const std::string& g = run_group::model;
+  CLI::Option* context = app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
+                             ->check(kPositive)
+                             ->capture_default_str()
+                             ->group(g);
+  app.add_option("--kv-type", run.kv_type,
+                 std::string("the KV cache's keys and values: f32, f16, bf16 or q8_0 (default ") +
+                     kv_type_name(kDefaultKvType) + "; q8_0 takes 27% of f32's memory)")
+      ->check(kKvTypeName)
+      ->group(g);
+  app.add_option("--batch", run.batch, "prompt tokens per forward step")
+      ->check(kPositive)
+      ->capture_default_str()
+      ->group(g);
+  app.add_flag("--yarn-truncate", run.yarn_truncate,
+               "round the YaRN correction range to whole dimensions as llama.cpp does (the "
+               "default follows the OpenAI reference)")
+      ->group(g);
+  app.add_option("--split", run.split,
+                 "how ranks share the model: tensor (a slice of every expert, head group and "
+                 "vocabulary rows), experts (whole experts), layers (a pipeline of layer "
+                 "ranges), auto (tensor, measured fastest for one and for several sequences)")
+      ->check(CLI::IsMember({"auto", "tensor", "experts", "layers"}))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--exchange", run.exchange,
+                 "how ranks sum activations: shm (MPI-3 shared-memory window; ranks on one "
+                 "host), mpi (MPI_Allgather; any transport), auto (shm on one host)")
+      ->check(CLI::IsMember({"auto", "shm", "mpi"}))
+      ->capture_default_str()
+      ->group(g);
+  app.add_flag("--keep-page-cache", run.keep_page_cache,
+               "leave the model file in the page cache after the ranks have copied it (faster "
+               "reloads, e.g. for benchmarks, at the cost of a second copy in memory)")
+      ->group(g);
+  app.add_option("--quantize", run.quantize,
+                 "convert weights as each rank loads them: int8 (every role to q8_0), int4 (attention and "
+                 "experts to 4 bits, embeddings and output head to q8_0), or ROLE=TYPE,... with roles attn, "
+                 "experts, embed, output, all and types q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_k..q6_k, "
+                 "iq4_xs; from F32/F16/BF16 weights, or Q8_0 to fewer bits (a preset keeps what is already lower)")
+      ->check(kQuantizeSpec)
+      ->group(g);
+  return context;
+}
+
+}  // namespace
 
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
   positions = 0, bytes = 0;
@@ -56,6 +126,66 @@ GeneratorOptions generator_options(const RunOptions& o) {
   g.prefix_reuse = !o.no_prefix_cache;
   g.yarn_truncate = o.yarn_truncate;
   return g;
+}
+
+RunFlags add_run_options(CLI::App& app, RunOptions& run) {
+  RunFlags f;
+  f.model =
+      app.add_option("-m,--model", run.model, "GGUF model file (default: the small synthetic model scripts/demo makes)")
+          ->capture_default_str()
+          ->group(run_group::model);
+  f.prompt = app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)")
+                 ->group(run_group::prompt);
+  f.prompts_file = app.add_option("--prompts-file", run.prompts_file,
+                                  "prompts, one per line: each line is a sequence, arriving in order, "
+                                  "--parallel of them running at once")
+                       ->excludes(f.prompt)
+                       ->group(run_group::prompt);
+  app.add_flag("--chat", run.chat, "wrap the prompt in the harmony chat format and print only the final channel")
+      ->group(run_group::prompt);
+  f.parallel = app.add_option("--parallel", run.parallel,
+                              "sequences running at once, every step carrying each one's next token (continuous "
+                              "batching); without --prompts-file, this many sequences of -p (sequence i samples "
+                              "with seed + i); their texts are printed at the end")
+                   ->check(kPositive)
+                   ->capture_default_str()
+                   ->group(run_group::sequences);
+  app.add_option("--kv-size", run.kv_size,
+                 "the KV cache pool of each rank: positions (e.g. 65536) or bytes (e.g. 4G, 512M); "
+                 "default: --ctx x --parallel positions")
+      ->group(run_group::sequences);
+  app.add_flag("--no-prefix-cache", run.no_prefix_cache,
+               "never reuse the keys and values of a prompt prefix computed before")
+      ->group(run_group::prefix_cache);
+  add_sampling_options(app, run);
+  f.seed = app.get_option("--seed");
+  f.context = add_model_options(app, run);
+  app.add_flag("--show-analysis", run.show_analysis, "with --chat, print the analysis channel too")
+      ->group(run_group::chat_format);
+  app.add_option("--reasoning", run.reasoning, "with --chat: low, medium or high")
+      ->check(CLI::IsMember({"low", "medium", "high"}))
+      ->capture_default_str()
+      ->group(run_group::chat_format);
+  app.add_flag("--json", run.json, "print one JSON object (text, ids, timings) instead of text")
+      ->group(run_group::output);
+  app.add_option("--top-logprobs", run.top_logprobs,
+                 "report each generated token's log-probability and the K most likely")
+      ->check(CLI::Range(0, kMaxTopLogprobs))
+      ->group(run_group::logprobs);
+  return f;
+}
+
+void refuse_other_groups(const CLI::App& app, const std::vector<std::string>& allowed, const std::string& where) {
+  const std::vector<std::string> groups = {run_group::model,    run_group::sequences, run_group::prefix_cache,
+                                           run_group::sampling, run_group::prompt,    run_group::chat_format,
+                                           run_group::output,   run_group::logprobs};
+  for (const CLI::Option* option : app.get_options()) {
+    const std::string& group = option->get_group();
+    if (option->count() == 0 || std::find(groups.begin(), groups.end(), group) == groups.end() ||
+        std::find(allowed.begin(), allowed.end(), group) != allowed.end())
+      continue;
+    throw CLI::ValidationError(option->get_name() + " does nothing " + where);
+  }
 }
 
 }  // namespace tps

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/sched/generator.h"
 #include "engine/step/sampler.h"
@@ -54,5 +55,35 @@ KvType kv_type(const std::string& text);
 
 // The generator's options these ask for.
 GeneratorOptions generator_options(const RunOptions& options);
+
+// The groups tpsrun's options are registered in: --help shows them by
+// group, and each subcommand allows the groups it uses and refuses an
+// option of any other (one that would do nothing there).
+namespace run_group {
+inline const std::string model = "Model and ranks";
+inline const std::string sequences = "Sequences at once";
+inline const std::string prefix_cache = "Prefix cache";
+inline const std::string sampling = "Sampling";
+inline const std::string prompt = "Prompt";
+inline const std::string chat_format = "Chat format (with --chat)";
+inline const std::string output = "Output";
+inline const std::string logprobs = "Log-probabilities";
+}  // namespace run_group
+
+// The options given to tpsrun that the rest of the command line is checked
+// against.
+struct RunFlags {
+  CLI::Option *model, *prompt, *prompts_file, *parallel, *seed, *context;
+};
+// Registers the options of generation and scoring on app, into run.
+RunFlags add_run_options(CLI::App& app, RunOptions& run);
+// A subcommand and the groups of app's options it uses.
+struct RunMode {
+  CLI::App* command;
+  std::vector<std::string> groups;
+};
+// Throws CLI::ValidationError for an option of app given in a group of
+// add_run_options that `allowed` leaves out, saying it does nothing `where`.
+void refuse_other_groups(const CLI::App& app, const std::vector<std::string>& allowed, const std::string& where);
 
 }  // namespace tps

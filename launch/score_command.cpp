@@ -38,6 +38,15 @@ uint64_t result_bytes(int k) { return 512 + 128 * static_cast<uint64_t>(k); }
 
 }  // namespace
 
+RunMode add_score_command(CLI::App& app, RunOptions& run) {
+  CLI::App* score = app.add_subcommand("score",
+                                       "teacher forcing: the log-probability of each next token of a given sequence "
+                                       "and the top alternatives (uses -m, --top-logprobs, --json)");
+  score->add_option("--ids", run.ids_file, "file of token ids separated by white space")->required();
+  score->fallthrough();
+  return {score, {run_group::model, run_group::output, run_group::logprobs}};
+}
+
 int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup) {
   const std::vector<int32_t> ids = read_ids(options.ids_file);
   const int n = static_cast<int>(ids.size());
