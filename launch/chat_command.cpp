@@ -114,7 +114,7 @@ class Chat {
         render_conversation(conversation_, [this](const std::string& s) { return tok_.encode(s); });
     SequenceParams params;
     params.sampler = o_.sampler;
-    params.max_new = o_.max_tokens;
+    params.max_new = o_.max_new_tokens;
     if (!o_.seed_given) params.sampler.seed = std::random_device{}();
     prompt_ = static_cast<int>(prompt.size());
     try {
@@ -124,7 +124,7 @@ class Chat {
       conversation_.messages.pop_back();
       return;
     }
-    text_ = GeneratedText(TextOptions{o_.max_tokens, true, o_.show_analysis});
+    text_ = GeneratedText(TextOptions{o_.max_new_tokens, true, o_.show_analysis});
     answer_.clear();
     first_token_ = -1, reused_ = 0;
     t0_ = Clock::now();

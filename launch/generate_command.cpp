@@ -44,12 +44,12 @@ void add_sequences(const RunOptions& o, const SamplerParams& sp, const std::vect
                    const Tokenizer& tokenizer, Generator& gen, RunRecord& rec) {
   for (int i = 0; i < n_seq; ++i) {
     Followed f(i, encode_prompt(o, tokenizer, prompts[i % prompts.size()]),
-               TextOptions{o.max_tokens, o.chat, o.show_analysis});
+               TextOptions{o.max_new_tokens, o.chat, o.show_analysis});
     rec.prompt_tokens += static_cast<int>(f.prompt.size());
     SequenceParams params;
     params.sampler = sp;
     params.sampler.seed = sp.seed + static_cast<uint64_t>(i);
-    params.max_new = o.max_tokens;
+    params.max_new = o.max_new_tokens;
     params.top_logprobs = o.top_logprobs;
     const int id = gen.add(f.prompt, params);
     rec.seqs.emplace(id, std::move(f));
@@ -61,7 +61,7 @@ void add_sequences(const RunOptions& o, const SamplerParams& sp, const std::vect
 int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
   SamplerParams sp = o.sampler;
   validate(sp);
-  if (o.max_tokens < 1) throw InputError(cat("-n ", o.max_tokens, ": expected at least 1 token"));
+  if (o.max_new_tokens < 1) throw InputError(cat("-n ", o.max_new_tokens, ": expected at least 1 token"));
   const std::vector<std::string> prompts = read_prompts(o);
   const int n_seq = o.prompts_file.empty() ? o.parallel : static_cast<int>(prompts.size());
   const bool root = mpi.rank() == 0, one = n_seq == 1;

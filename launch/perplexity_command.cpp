@@ -177,7 +177,7 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
     save = std::make_unique<LogitsFileWriter>(p.save_logits, w.size, w.n_vocab, w.tokens, inputs, "--save-logits");
   }
   RunOptions o = options;
-  o.ctx = w.size;
+  o.context = w.size;
   // A step's rows of logits: the rank's, and whole_rows' padded, gathered
   // and whole copies.
   const uint64_t rows_bytes = 3 * uint64_t{kScoredPerStep} * w.n_vocab * sizeof(float);
@@ -229,7 +229,7 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
                       {"seconds", seconds},
                       {"split", split_mode_name(r.shard().mode)},
                       {"ranks", mpi.size()},
-                      {"kv_type", kv_type_name(kv_type(o.kv_type))}};
+                      {"kv_type", kv_type_name(o.kv_type)}};
   if (base) {
     const KlReport k = kl.report();
     j["base"] = base->path();

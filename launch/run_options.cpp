@@ -11,7 +11,7 @@ namespace {
 
 void add_sampling_options(CLI::App& app, RunOptions& run) {
   const std::string& g = run_group::sampling;
-  app.add_option("-n,--max-tokens", run.max_tokens, "tokens to generate at most")->capture_default_str()->group(g);
+  app.add_option("-n,--max-tokens", run.max_new_tokens, "tokens to generate at most")->capture_default_str()->group(g);
   app.add_option("--temp", run.sampler.temperature, "sampling temperature; 0 = greedy")
       ->capture_default_str()
       ->group(g);
@@ -30,16 +30,15 @@ void add_sampling_options(CLI::App& app, RunOptions& run) {
 // How the ranks hold and run the model; returns --ctx.
 CLI::Option* add_model_options(CLI::App& app, RunOptions& run) {
   const std::string& g = run_group::model;
-  CLI::Option* context = app.add_option("--ctx", run.ctx, "context length in tokens (KV cache size)")
+  CLI::Option* context = app.add_option("--ctx", run.context, "context length in tokens (KV cache size)")
                              ->check(kPositive)
                              ->capture_default_str()
                              ->group(g);
-  app.add_option("--kv-type", run.kv_type,
-                 std::string("the KV cache's keys and values: f32, f16, bf16 or q8_0 (default ") +
-                     kv_type_name(kDefaultKvType) + "; q8_0 takes 27% of f32's memory)")
-      ->check(kKvTypeName)
+  add_kv_type_option(app, run.kv_type,
+                     "the KV cache's keys and values: " + kv_type_names() + " (default " +
+                         kv_type_name(kDefaultKvType) + "; q8_0 takes 27% of f32's memory)")
       ->group(g);
-  app.add_option("--batch", run.batch, "prompt tokens per forward step")
+  app.add_option("--batch", run.step_tokens, "prompt tokens per forward step")
       ->check(kPositive)
       ->capture_default_str()
       ->group(g);
@@ -47,12 +46,12 @@ CLI::Option* add_model_options(CLI::App& app, RunOptions& run) {
                "round the YaRN correction range to whole dimensions as llama.cpp does (the "
                "default follows the OpenAI reference)")
       ->group(g);
-  app.add_option("--split", run.split,
-                 "how ranks share the model: tensor (a slice of every expert, head group and "
-                 "vocabulary rows), experts (whole experts), layers (a pipeline of layer "
-                 "ranges), auto (tensor, measured fastest for one and for several sequences)")
-      ->check(CLI::IsMember({"auto", "tensor", "experts", "layers"}))
-      ->capture_default_str()
+  add_split_option(app, run.split,
+                   std::string("how ranks share the model: tensor (a slice of every expert, head group and "
+                               "vocabulary rows), experts (whole experts), layers (a pipeline of layer "
+                               "ranges), auto (") +
+                       split_mode_name(kAutoSplit) +
+                       ", measured fastest for one and for several sequences; the default)")
       ->group(g);
   app.add_option("--exchange", run.exchange,
                  "how ranks sum activations: shm (MPI-3 shared-memory window; ranks on one "
@@ -64,12 +63,12 @@ CLI::Option* add_model_options(CLI::App& app, RunOptions& run) {
                "leave the model file in the page cache after the ranks have copied it (faster "
                "reloads, e.g. for benchmarks, at the cost of a second copy in memory)")
       ->group(g);
-  app.add_option("--quantize", run.quantize,
-                 "convert weights as each rank loads them: int8 (every role to q8_0), int4 (attention and "
-                 "experts to 4 bits, embeddings and output head to q8_0), or ROLE=TYPE,... with roles attn, "
-                 "experts, embed, output, all and types q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_k..q6_k, "
-                 "iq4_xs; from F32/F16/BF16 weights, or Q8_0 to fewer bits (a preset keeps what is already lower)")
-      ->check(kQuantizeSpec)
+  add_quantize_option(app, run.quantize,
+                      "convert weights as each rank loads them: int8 (every role to q8_0), int4 (attention and "
+                      "experts to 4 bits, embeddings and output head to q8_0), or ROLE=TYPE,... with roles attn, "
+                      "experts, embed, output, all and types " +
+                          quantize_type_names() +
+                          "; from F32/F16/BF16 weights, or Q8_0 to fewer bits (a preset keeps what is already lower)")
       ->group(g);
   return context;
 }
@@ -89,40 +88,46 @@ void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
   }
 }
 
-const CLI::Validator kQuantizeSpec(
-    [](std::string& text) -> std::string {
-      try {
-        parse_quantize(text);
-        return "";
-      } catch (const InputError& e) {  // CLI11 names the flag: the message's own "--quantize " goes
-        const std::string message = e.what(), flag = "--quantize ";
-        return message.starts_with(flag) ? message.substr(flag.size()) : message;
-      }
-    },
-    "SPEC");
+CLI::Option* add_quantize_option(CLI::App& app, QuantizePlan& plan, const std::string& help) {
+  auto parse = [&plan](const std::string& text) {
+    try {
+      plan = parse_quantize(text);
+    } catch (const InputError& e) {  // CLI11 names the flag: the message's own "--quantize " goes
+      const std::string message = e.what(), flag = "--quantize ";
+      throw CLI::ValidationError("--quantize", message.starts_with(flag) ? message.substr(flag.size()) : message);
+    }
+  };
+  return app.add_option_function<std::string>("--quantize", parse, help)->type_name("SPEC");
+}
 
-namespace {
-// What --kv-type takes, said alike by the validator (CLI11 adds the flag's
-// name) and by kv_type().
-std::string kv_type_refusal(const std::string& text) { return "'" + text + "': expected f32, f16, bf16 or q8_0"; }
-}  // namespace
+// CLI11 reads an enum as its number: a transform turns the name into it.
+CLI::Option* add_kv_type_option(CLI::App& app, KvType& type, const std::string& help) {
+  auto name = [](std::string& text) -> std::string {
+    const std::optional<KvType> t = parse_kv_type(text);
+    if (!t) return "'" + text + "': expected " + kv_type_names();
+    text = std::to_string(static_cast<int>(*t));
+    return "";
+  };
+  return app.add_option("--kv-type", type, help)->transform(CLI::Validator(name, "TYPE"));
+}
 
-const CLI::Validator kKvTypeName(
-    [](std::string& text) -> std::string { return parse_kv_type(text) ? "" : kv_type_refusal(text); }, "TYPE");
-
-KvType kv_type(const std::string& text) {
-  if (text.empty()) return kDefaultKvType;
-  if (const std::optional<KvType> type = parse_kv_type(text)) return *type;
-  throw InputError("--kv-type " + kv_type_refusal(text));
+CLI::Option* add_split_option(CLI::App& app, SplitMode& mode, const std::string& help) {
+  auto name = [](std::string& text) -> std::string {
+    const std::optional<SplitMode> m = text == "auto" ? kAutoSplit : find_split_mode(text);
+    if (!m) return "'" + text + "': expected auto, " + split_mode_names();
+    text = std::to_string(static_cast<int>(*m));
+    return "";
+  };
+  return app.add_option("--split", mode, help)->transform(CLI::Validator(name, "MODE"));
 }
 
 GeneratorOptions generator_options(const RunOptions& o) {
   GeneratorOptions g;
   g.max_sequences = o.parallel;
-  g.max_tokens = o.batch;
-  g.context = o.ctx;
+  g.step_tokens = o.step_tokens;
+  g.context = o.context;
   parse_kv_size(o.kv_size, g.kv_positions, g.kv_bytes);
-  g.kv_type = kv_type(o.kv_type);
+  g.kv_type = o.kv_type;
   g.prefix_reuse = !o.no_prefix_cache;
   g.yarn_truncate = o.yarn_truncate;
   return g;

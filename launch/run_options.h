@@ -7,38 +7,41 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/quantize_plan.h"
 #include "engine/sched/generator.h"
 #include "engine/step/sampler.h"
-#include "engine/step/session.h"
 
 namespace tps {
+
+// What --split auto picks: the mode measured fastest here (docs/PERFORMANCE.md).
+constexpr SplitMode kAutoSplit = SplitMode::tensor;
 
 struct RunOptions {
   std::string model;
   std::string prompt;
   std::string prompts_file;  // one prompt per line, each a sequence
   int parallel = 1;          // sequences running at once (without a prompts file: sequences of -p)
-  int max_tokens = 256;
+  int max_new_tokens = 256;  // -n: tokens to generate at most
   SamplerParams sampler;
   bool seed_given = false;
-  int ctx = 4096;
-  bool ctx_given = false;  // score: without --ctx, the context is the ids' length
-  int batch = SessionOptions{}.max_batch;
+  int context = 4096;                                // --ctx: positions a sequence may reach
+  bool context_given = false;                        // score: without --ctx, the context is the ids' length
+  int step_tokens = GeneratorOptions{}.step_tokens;  // --batch: tokens a forward step takes at most
   bool chat = false;
   bool show_analysis = false;
   std::string reasoning = "medium";
   bool json = false;
   int top_logprobs = 0;
   bool yarn_truncate = false;
-  std::string split = "auto";     // layers, experts, tensor or auto
-  std::string exchange = "auto";  // shm, mpi or auto
-  bool keep_page_cache = false;   // leave the model file in the page cache
-  std::string ids_file;           // score: the token sequence
-  std::string quantize;           // --quantize: weights converted at load (model/quantize_plan.h)
-  std::string kv_size;            // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
-  std::string kv_type;            // its keys' and values' type (kernels/kv_format.h); "": the default
-  bool no_prefix_cache = false;   // never reuse cached prompt prefixes
-  std::string alias;              // serve: the model's id in the API (default: the file's name)
+  SplitMode split = kAutoSplit;     // --split
+  std::string exchange = "auto";    // shm, mpi or auto
+  bool keep_page_cache = false;     // leave the model file in the page cache
+  std::string ids_file;             // score: the token sequence
+  QuantizePlan quantize;            // --quantize: weights converted at load (model/quantize_plan.h)
+  std::string kv_size;              // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
+  KvType kv_type = kDefaultKvType;  // its keys' and values' type (kernels/kv_format.h)
+  bool no_prefix_cache = false;     // never reuse cached prompt prefixes
+  std::string alias;                // serve: the model's id in the API (default: the file's name)
 };
 
 // --kv-size as GeneratorOptions takes it: "16384" (positions) or "2G",
@@ -46,12 +49,13 @@ struct RunOptions {
 // the flag for anything else.
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
 
-// --quantize's text checked as the command line is parsed
-// (model/quantize_plan.h's parse_quantize), for tpsrun and tpstopo.
-extern const CLI::Validator kQuantizeSpec;
-// --kv-type's text checked likewise; kv_type() its value ("": the default).
-extern const CLI::Validator kKvTypeName;
-KvType kv_type(const std::string& text);
+// Typed options, each parsed once, as the command line is (for tpsrun and
+// tpstopo alike), its names said by the one list they come from:
+// --quantize into a plan (model/quantize_plan.h), --kv-type into a KvType
+// (kernels/kv_format.h), --split into a SplitMode (topology/model_shape.h).
+CLI::Option* add_quantize_option(CLI::App& app, QuantizePlan& plan, const std::string& help);
+CLI::Option* add_kv_type_option(CLI::App& app, KvType& type, const std::string& help);
+CLI::Option* add_split_option(CLI::App& app, SplitMode& mode, const std::string& help);
 
 // The generator's options these ask for.
 GeneratorOptions generator_options(const RunOptions& options);

@@ -97,7 +97,7 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
   const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
   status["model"] = model_id;
-  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx, longest_token(r.model.tokenizer)}, status);
+  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.context, longest_token(r.model.tokenizer)}, status);
   r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
   log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,

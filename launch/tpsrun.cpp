@@ -111,10 +111,10 @@ int main(int argc, char** argv) {
   tps::add_version_flag(app, runtime_versions);
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   run.seed_given = flags.seed->count() > 0;
-  run.ctx_given = flags.context->count() > 0;
+  run.context_given = flags.context->count() > 0;
   if (serve.command->parsed() && flags.parallel->count() == 0) run.parallel = 4;
   ppl.window_given = flags.context->count() > 0;
-  if (ppl.window_given) ppl.window = run.ctx;
+  if (ppl.window_given) ppl.window = run.context;
   if (tokenize->parsed())  // a local utility: no ranks, no binding
     return tps::run_tool("tpsrun", [&] { return tps::run_tokenize(tk); });
 

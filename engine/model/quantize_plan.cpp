@@ -24,11 +24,15 @@ std::string upper(std::string s) {
   return s;
 }
 
-std::string type_list() {
+}  // namespace
+
+std::string quantize_type_names() {
   std::string list;
   for (GgmlType t : kPackedTypes) list += (list.empty() ? "" : ", ") + lower(type_name(t));
   return list;
 }
+
+namespace {
 
 bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
 
@@ -131,7 +135,7 @@ QuantizePlan parse_quantize(const std::string& spec) {
     const std::optional<GgmlType> t = type_from_name(upper(type));  // ggml's names are upper case
     if (!t || !is_packed_type(*t))
       throw InputError(cat("--quantize ", item, ": '", type, "' is not a type tps quantizes to (expected one of ",
-                           type_list(), ")"));
+                           quantize_type_names(), ")"));
     const auto* name = std::find(std::begin(kRoleNames), std::end(kRoleNames), role);
     if (role == "all")
       all(*t);

@@ -100,9 +100,8 @@ void set_synthetic_types(SyntheticSpec& spec, const std::string& text) {
     }
     std::optional<GgmlType> type = type_from_name(name);
     if (!type || !can_decode(*type))
-      throw InputError(cat("--type '", item, "': unknown type '", name,
-                           "' (expected F32, F16, BF16, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, "
-                           "Q5_K, Q6_K or IQ4_XS)"));
+      throw InputError(
+          cat("--type '", item, "': unknown type '", name, "' (expected one of ", type_names(can_decode), ")"));
     const uint64_t block = ggml_type_info(static_cast<uint32_t>(*type))->block_elems;
     for (const TensorSpec& t : gpt_oss_tensors(spec.config))
       if (role_names(role, t) && t.ne[0] % block)

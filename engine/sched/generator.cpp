@@ -101,13 +101,13 @@ struct Chosen {
 
 SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
   if (o.max_sequences < 1) throw InputError(cat("--parallel ", o.max_sequences, ": expected at least 1 sequence"));
-  if (o.max_tokens < o.max_sequences)
-    throw InputError(cat("--batch ", o.max_tokens, " is less than --parallel ", o.max_sequences,
+  if (o.step_tokens < o.max_sequences)
+    throw InputError(cat("--batch ", o.step_tokens, " is less than --parallel ", o.max_sequences,
                          ": a step must carry every running sequence's next token"));
   if (o.kv_positions < 0) throw InputError(cat("--kv-size ", o.kv_positions, ": expected a number of positions"));
   SchedulerOptions s;
   s.max_sequences = o.max_sequences;
-  s.max_tokens = o.max_tokens;
+  s.step_tokens = o.step_tokens;
   s.context = o.context;
   s.window = static_cast<int>(c.sliding_window);
   s.stages = shard.mode == SplitMode::layers ? shard.ranks : 1;
@@ -139,7 +139,7 @@ namespace {
 
 ForwardOptions forward_options(const GeneratorOptions& o) {
   return ForwardOptions{
-      .max_tokens = o.max_tokens, .max_context = o.context, .yarn_truncate = o.yarn_truncate, .kernels = o.kernels};
+      .step_tokens = o.step_tokens, .context = o.context, .yarn_truncate = o.yarn_truncate, .kernels = o.kernels};
 }
 
 }  // namespace

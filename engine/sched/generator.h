@@ -31,7 +31,7 @@ namespace tps {
 
 struct GeneratorOptions {
   int max_sequences = 1;  // running at once
-  int max_tokens = 512;   // per step
+  int step_tokens = 512;  // per step
   int context = 4096;     // positions per sequence
   int kv_positions = 0;   // the full-attention pool, in positions (0: context x max_sequences) ...
   uint64_t kv_bytes = 0;  // ... or the whole pool's bytes on each rank
