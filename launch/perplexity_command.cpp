@@ -1,5 +1,7 @@
 #include "launch/perplexity_command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -215,7 +217,7 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
     }
     if (scorer)
       log_info("perplexity: window ", c + 1, "/", w.chunks, ": PPL ", base ? kl.ppl() : ppl.ppl(),
-               base ? cat(", KL ", kl.mean_kl()) : "", " (", static_cast<int>(seconds_since(t0) / (c + 1) * 10) / 10.0,
+               base ? cat(", KL ", kl.mean_kl()) : "", " (", fmt::format("{:.1f}", seconds_since(t0) / (c + 1)),
                " s a window)");
   }
   if (!scorer) return 0;

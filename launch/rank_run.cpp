@@ -1,5 +1,7 @@
 #include "launch/rank_run.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <utility>
 
@@ -68,8 +70,8 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       cat(static_cast<int>(mem.size() / 1e6)), " MB of weights in its own memory (",
       cat(static_cast<int>(decode_bytes_per_token(model.weights.views, model.config, s) / 1e6)), " MB read a token), ",
       on_node < 0 ? std::string("page placement unknown")
-                  : cat(static_cast<int>(on_node * 1000) / 10.0, "% of sampled pages on NUMA node ", numa_node),
-      "; ready in ", cat(static_cast<int>(load_seconds * 10) / 10.0), " s");
+                  : cat(fmt::format("{:.1f}", on_node * 100), "% of sampled pages on NUMA node ", numa_node),
+      "; ready in ", fmt::format("{:.1f}", load_seconds), " s");
   std::vector<std::string> idle = idle_parts(s.share, s.mode);
   if (!idle.empty()) {
     line += "; warning: holds no ";

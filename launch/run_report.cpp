@@ -1,5 +1,7 @@
 #include "launch/run_report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -17,8 +19,6 @@ nlohmann::json parts_json(const StepTimings& t) {
           {"router", t.router},      {"experts", t.experts},     {"logits", t.logits},
           {"exchange", t.exchange}};
 }
-
-double round_to(double v, double unit) { return static_cast<int64_t>(v / unit) * unit; }
 
 int generated_tokens(const RunRecord& rec) {
   int generated = 0;
@@ -38,6 +38,7 @@ nlohmann::json per_rank_json(const std::vector<RankStats>& ranks) {
                    {"weight_bytes_read", x.bytes_read},
                    {"decode_weight_bytes_per_token", x.decode_bytes_per_token},
                    {"decode_exchange_seconds", x.exchange_seconds},
+                   {"decode_exchange_bytes", x.exchange_bytes},
                    {"peak_rss_mib", x.peak_rss_mib},
                    {"decode_seconds_by_part", parts_json(x.decode)}});
   }
@@ -121,8 +122,10 @@ void report_one(const RunOptions& o, const RunRecord& rec, nlohmann::json& j, co
               {"prefill_seconds_by_part", parts_json(gen.timings() - gs.decode)},
               {"decode_seconds_by_part", parts_json(gs.decode)}});
     j["decode_seconds_by_part"]["sampling"] = gs.decode_sampling_seconds;
-    for (auto& rank : j["per_rank"])
+    for (auto& rank : j["per_rank"]) {
       rank["exchange_seconds_per_token"] = rank["decode_exchange_seconds"].get<double>() / steps;
+      rank["exchange_bytes_per_token"] = rank["decode_exchange_bytes"].get<double>() / steps;
+    }
     if (o.top_logprobs > 0) j["logprobs"] = f.logprobs;
     print_json(j);
     return;
@@ -137,13 +140,13 @@ void report_one(const RunOptions& o, const RunRecord& rec, nlohmann::json& j, co
   if (ranks.size() > 1)
     exchange = cat("; ", ranks.size(), " ranks (", split_mode_name(r.model.shard.mode), " split, ",
                    transport_name(r.exchange.transport()), " exchange: up to ",
-                   round_to(exchange_max / steps * 1e3, 0.01), " ms per token)");
+                   fmt::format("{:.2f}", exchange_max / steps * 1e3), " ms per token)");
   const std::string speed =
-      started_decoding ? cat("prompt ", f.prompt.size(), " tokens at ", round_to(prefill_tps, 0.1),
+      started_decoding ? cat("prompt ", f.prompt.size(), " tokens at ", fmt::format("{:.1f}", prefill_tps),
                              " tok/s; first token after ", static_cast<int>(f.first_token * 1000), " ms; generated ",
-                             n_gen, " tokens at ", round_to(decode_tps, 0.01), " tok/s (", f.text.stop(), ")")
+                             n_gen, " tokens at ", fmt::format("{:.2f}", decode_tps), " tok/s (", f.text.stop(), ")")
                        : cat("prompt ", f.prompt.size(), " tokens; stopped (", f.text.stop(), ") after ",
-                             round_to(rec.seconds, 0.01), " s, before its first token");
+                             fmt::format("{:.2f}", rec.seconds), " s, before its first token");
   log_info(speed, "; ", setup.binding.threads, " thread(s) per rank", exchange, "; peak RSS ",
            static_cast<int>(peak_rss_mib()), " MiB");
 }
@@ -163,6 +166,7 @@ std::vector<RankStats> gather_rank_stats(RankRun& r, const Generator& gen) {
                        r.on_node,
                        static_cast<double>(decode_bytes_per_token(m.weights.views, m.config, m.shard)),
                        gen.stats().decode_exchange_seconds,
+                       static_cast<double>(gen.stats().decode_exchange_bytes),
                        peak_rss_mib(),
                        static_cast<double>(gen.kv().bytes()),
                        static_cast<double>(gen.weight_bytes_read()),
@@ -189,9 +193,9 @@ void report_generation(const RunOptions& o, RunRecord& rec, const std::vector<Ra
   if (o.json) return print_json(j);
   std::fwrite(texts.data(), 1, texts.size(), stdout);
   log_info(rec.seqs.size(), " sequences (", o.parallel, " at once): ", rec.prompt_tokens, " prompt tokens, ", generated,
-           " generated in ", round_to(rec.seconds, 0.01), " s: ", round_to(throughput, 0.01), " tok/s in all, ",
-           gen.stats().steps, " steps; ", ranks.size(), " rank(s), ", split_mode_name(r.model.shard.mode), " split, ",
-           setup.binding.threads, " thread(s) per rank");
+           " generated in ", fmt::format("{:.2f}", rec.seconds), " s: ", fmt::format("{:.2f}", throughput),
+           " tok/s in all, ", gen.stats().steps, " steps; ", ranks.size(), " rank(s), ",
+           split_mode_name(r.model.shard.mode), " split, ", setup.binding.threads, " thread(s) per rank");
 }
 
 }  // namespace tps

@@ -1,6 +1,8 @@
 // tps-mkmodel: writes a synthetic gpt-oss GGUF file -- the real release's
 // architecture, tensor names, types and metadata, seeded random weights, the
 // real o200k_harmony vocabulary. Streams to disk with bounded memory.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -141,8 +143,7 @@ int run(const Options& o) {
   write_synthetic_model(
       spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); }, inputs);
   log_info("wrote ", paths.size() > 1 ? cat(paths.size(), " parts, ", paths.front(), " ...") : out, " in ",
-           static_cast<int>(seconds_since(t0) * 10) / 10.0, " s, peak RSS ", static_cast<int64_t>(peak_rss_mib()),
-           " MiB");
+           fmt::format("{:.1f}", seconds_since(t0)), " s, peak RSS ", static_cast<int64_t>(peak_rss_mib()), " MiB");
   return 0;
 }
 

@@ -1,5 +1,7 @@
 // tpstopo: what this machine (or a described one) looks like to tps, where
 // ranks would run, and how much memory bandwidth each NUMA node delivers.
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "engine/gguf/gguf_reader.h"
@@ -150,7 +152,7 @@ std::string model_fit_text(const nlohmann::json& j) {
   for (const auto& [mode, split] : j["splits"].items()) {
     if (split.contains("projected_tokens_per_s"))
       s += cat("  ", mode, ": one sequence decodes at most ",
-               static_cast<int64_t>(split["projected_tokens_per_s"].get<double>() * 10) / 10.0, " tok/s at ",
+               fmt::format("{:.1f}", split["projected_tokens_per_s"].get<double>()), " tok/s at ",
                j["node_gbps"].get<double>(), " GB/s a node (weights read; exchanges not counted)\n");
     for (const auto& r : split["ranks"]) {
       s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (",

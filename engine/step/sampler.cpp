@@ -6,6 +6,7 @@
 
 #include "engine/step/gather_round.h"
 #include "runtime/error.h"
+#include "runtime/hash.h"
 #include "topology/model_shape.h"
 
 namespace tps {
@@ -324,13 +325,7 @@ std::vector<Drawn> sample_rows(const SplitRows& s, std::span<const Draw> draws) 
 
 Sampler::Sampler(const SamplerParams& params) : p_(params), state_(params.seed) { validate(params); }
 
-double Sampler::uniform() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);  // splitmix64
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
+double Sampler::uniform() { return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53; }
 
 int32_t Sampler::sample(const SplitLogits& s) {
   const Draw d{this, 0};
