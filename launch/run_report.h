@@ -45,7 +45,8 @@ nlohmann::json logprob_json(const Pick& pick);
 // Per rank, gathered on every rank: what the summary line and --json report.
 struct RankStats {
   int numa_node;
-  double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, peak_rss_mib, kv_bytes, bytes_read;
+  double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, exchange_bytes, peak_rss_mib, kv_bytes,
+      bytes_read;
   StepTimings decode;  // seconds by part of the forward pass in decode steps (Generator::Stats)
 };
 

@@ -410,13 +410,16 @@ void Generator::count_step(const Batch& batch, double forward_seconds) {
   stats_.forward_seconds += forward_seconds;
   ++stats_.steps, stats_.tokens += batch.token_count(), ++stats_.step_tokens[batch.token_count()];
   const double exchanged = exchange_.stats().seconds;
+  const uint64_t exchanged_bytes = exchange_.stats().bytes;
   if (batch.token_count() == static_cast<int>(batch.entries.size())) {
     ++stats_.decode_steps, stats_.decode_tokens += batch.token_count();
     stats_.decode += pass_.timings() - counted_;
     stats_.decode_sampling_seconds += stats_.sampling_seconds - counted_sampling_;
     stats_.decode_exchange_seconds += exchanged - counted_exchange_;
+    stats_.decode_exchange_bytes += exchanged_bytes - counted_exchange_bytes_;
   }
   counted_ = pass_.timings(), counted_sampling_ = stats_.sampling_seconds, counted_exchange_ = exchanged;
+  counted_exchange_bytes_ = exchanged_bytes;
 }
 
 }  // namespace tps

@@ -100,6 +100,7 @@ class Generator {
     int64_t decode_steps = 0, decode_tokens = 0;
     StepTimings decode;
     double decode_sampling_seconds = 0, decode_exchange_seconds = 0;
+    uint64_t decode_exchange_bytes = 0;  // this rank contributed
   };
   const Stats& stats() const { return stats_; }
   const StepTimings& timings() const { return pass_.timings(); }
@@ -147,6 +148,7 @@ class Generator {
   // At the end of the last step counted: what the next step adds is its own.
   StepTimings counted_;
   double counted_sampling_ = 0, counted_exchange_ = 0;
+  uint64_t counted_exchange_bytes_ = 0;
 };
 
 }  // namespace tps
