@@ -1,8 +1,8 @@
 // runtime/hash.h against the published test vectors: seeds must give the
 // same bits everywhere (the sampler's draws, the synthetic models' weights).
-#include "runtime/hash.h"
-
 #include <gtest/gtest.h>
+
+#include "runtime/hash.h"
 
 namespace tps {
 namespace {

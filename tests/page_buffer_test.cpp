@@ -1,8 +1,6 @@
 // PageBuffer: page-aligned zeroed memory, advised for huge pages, moved
 // without a double unmap, and a request the machine cannot give refused as
 // an Error naming the bytes.
-#include "runtime/page_buffer.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +11,7 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "runtime/page_buffer.h"
 
 namespace tps {
 namespace {
