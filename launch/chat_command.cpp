@@ -114,7 +114,7 @@ class Chat {
         render_conversation(conversation_, [this](const std::string& s) { return tok_.encode(s); });
     SequenceParams params;
     params.sampler = o_.sampler;
-    params.max_new = o_.max_tokens;
+    params.max_new = o_.max_new_tokens;
     if (!o_.seed_given) params.sampler.seed = std::random_device{}();
     prompt_ = static_cast<int>(prompt.size());
     try {
@@ -124,7 +124,7 @@ class Chat {
       conversation_.messages.pop_back();
       return;
     }
-    text_ = GeneratedText(TextOptions{o_.max_tokens, true, o_.show_analysis});
+    text_ = GeneratedText(TextOptions{o_.max_new_tokens, true, o_.show_analysis});
     answer_.clear();
     first_token_ = -1, reused_ = 0;
     t0_ = Clock::now();
@@ -163,6 +163,15 @@ class Chat {
 };
 
 }  // namespace
+
+RunMode add_chat_command(CLI::App& app) {
+  CLI::App* chat =
+      app.add_subcommand("chat",
+                         "an interactive chat in the terminal (harmony, multi-turn, streaming; Ctrl-C stops an answer; "
+                         "/reset, /stats, /reasoning low|medium|high, /quit)");
+  chat->fallthrough();
+  return {chat, {run_group::model, run_group::prefix_cache, run_group::sampling, run_group::chat_format}};
+}
 
 int run_chat(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
   RankRun r(o, mpi, setup, Clock::now());

@@ -10,6 +10,9 @@
 
 namespace tps {
 
+// `tpsrun chat`.
+RunMode add_chat_command(CLI::App& app);
+
 // Collective: rank 0 talks to the terminal, every rank runs every step.
 int run_chat(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
 

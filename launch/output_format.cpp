@@ -9,6 +9,18 @@
 
 namespace tps {
 
+void add_output_format_options(CLI::App& app, RunOptions& run) {
+  CLI::Option* schema = app.add_option("--json-schema", run.json_schema_file,
+                                       "hold the generated text to this JSON Schema's JSON (with --chat: the final "
+                                       "message, the analysis free under --reasoning's budget)")
+                            ->check(CLI::ExistingFile)
+                            ->group(run_group::output_format);
+  app.add_option("--grammar", run.grammar_file, "hold the generated text to this GBNF grammar (llama.cpp's notation)")
+      ->check(CLI::ExistingFile)
+      ->excludes(schema)
+      ->group(run_group::output_format);
+}
+
 std::string output_format_spec(const RunOptions& o, const Tokenizer& tokenizer) {
   using json = nlohmann::ordered_json;
   if (o.json_schema_file.empty() && o.grammar_file.empty()) return "";
@@ -31,7 +43,7 @@ std::string output_format_spec(const RunOptions& o, const Tokenizer& tokenizer) 
   if (o.chat)
     spec = {{"format", "harmony"},
             {"analysis", true},
-            {"reasoning_budget", effort_budget(o.reasoning, o.max_tokens)},
+            {"reasoning_budget", effort_budget(o.reasoning, o.max_new_tokens)},
             {"final", content},
             {"tools", json::array()}};
   else if (schema)

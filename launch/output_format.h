@@ -12,6 +12,9 @@
 
 namespace tps {
 
+// Registers --json-schema and --grammar (run_group::output_format).
+void add_output_format_options(CLI::App& app, RunOptions& run);
+
 // "" when neither flag is given. Reads and checks the file on the calling
 // rank: InputError naming the flag and the file for one that cannot be
 // read, is not JSON, or uses what the grammar engine cannot honour (the

@@ -1,5 +1,7 @@
 #include "launch/perplexity_command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -9,6 +11,7 @@
 
 #include "engine/eval/logits_file.h"
 #include "engine/eval/token_scores.h"
+#include "launch/cli.h"
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
@@ -135,6 +138,33 @@ nlohmann::json kl_json(const KlReport& k) {
 
 }  // namespace
 
+RunMode add_perplexity_command(CLI::App& app, PerplexityOptions& p) {
+  CLI::App* perplexity = app.add_subcommand(
+      "perplexity",
+      "how well the model predicts a text, as llama-perplexity measures it: windows of --ctx tokens "
+      "(default 512), the second half of each scored; perplexity with its error, or with --kl-base the KL "
+      "divergence, top-1 agreement and token-probability changes against a base model (uses -m, --ctx, "
+      "--batch, --json; progress on stderr)");
+  auto* text = perplexity->add_option("-f,--file", p.text_file, "the text");
+  auto* chunks = perplexity->add_option("--chunks", p.chunks, "score this many windows at most")->check(kPositive);
+  auto* save = perplexity->add_option(
+      "--save-logits", p.save_logits,
+      "write each scored position's log-probabilities to this file, a base for --kl-base (llama-perplexity's "
+      "--kl-divergence-base format: either engine reads the other's)");
+  perplexity
+      ->add_option("--kl-base", p.kl_base,
+                   "compare with the log-probabilities saved in this file, on its text and windows")
+      ->excludes(text)
+      ->excludes(save)
+      ->excludes(chunks);
+  perplexity->callback([&p, text] {
+    if (p.kl_base.empty() && text->count() == 0)
+      throw CLI::ValidationError("perplexity: give the text with -f FILE, or a base with --kl-base FILE");
+  });
+  perplexity->fallthrough();
+  return {perplexity, {run_group::model, run_group::output}};
+}
+
 int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const MpiSession& mpi,
                    const RankSetup& setup) {
   std::optional<LogitsFile> base;
@@ -149,7 +179,7 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
     save = std::make_unique<LogitsFileWriter>(p.save_logits, w.size, w.n_vocab, w.tokens, inputs, "--save-logits");
   }
   RunOptions o = options;
-  o.ctx = w.size;
+  o.context = w.size;
   // A step's rows of logits: the rank's, and whole_rows' padded, gathered
   // and whole copies.
   const uint64_t rows_bytes = 3 * uint64_t{kScoredPerStep} * w.n_vocab * sizeof(float);
@@ -187,7 +217,7 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
     }
     if (scorer)
       log_info("perplexity: window ", c + 1, "/", w.chunks, ": PPL ", base ? kl.ppl() : ppl.ppl(),
-               base ? cat(", KL ", kl.mean_kl()) : "", " (", static_cast<int>(seconds_since(t0) / (c + 1) * 10) / 10.0,
+               base ? cat(", KL ", kl.mean_kl()) : "", " (", fmt::format("{:.1f}", seconds_since(t0) / (c + 1)),
                " s a window)");
   }
   if (!scorer) return 0;
@@ -201,7 +231,7 @@ int run_perplexity(const RunOptions& options, const PerplexityOptions& p, const 
                       {"seconds", seconds},
                       {"split", split_mode_name(r.shard().mode)},
                       {"ranks", mpi.size()},
-                      {"kv_type", kv_type_name(kv_type(o.kv_type))}};
+                      {"kv_type", kv_type_name(o.kv_type)}};
   if (base) {
     const KlReport k = kl.report();
     j["base"] = base->path();

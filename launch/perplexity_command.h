@@ -22,6 +22,9 @@ struct PerplexityOptions {
   std::string kl_base;      // compare against this base's log-probabilities
 };
 
+// `tpsrun perplexity` and its options, into perplexity.
+RunMode add_perplexity_command(CLI::App& app, PerplexityOptions& perplexity);
+
 // Collective: every rank calls it with the same options.
 int run_perplexity(const RunOptions& options, const PerplexityOptions& perplexity, const MpiSession& mpi,
                    const RankSetup& setup);

@@ -6,7 +6,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/weights.h"
 #include "engine/sched/generator.h"
-#include "launch/rank_run.h"
+#include "engine/step/forward.h"
 #include "runtime/error.h"
 #include "runtime/exchange.h"
 #include "topology/binding.h"
@@ -15,26 +15,22 @@
 namespace tps {
 
 Shard planned_shard(const RunOptions& o, const MpiSession& mpi, const GgufFile& file) {
-  return plan_shard(model_shape(file, read_model_config(file), parse_quantize(o.quantize)), choose_split(o), mpi.rank(),
-                    mpi.size());
+  return plan_shard(model_shape(file, read_model_config(file), o.quantize), o.split, mpi.rank(), mpi.size());
 }
 
 RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file,
                              uint64_t command_bytes) {
   const ModelConfig c = read_model_config(file);
-  if (static_cast<uint32_t>(o.ctx) > c.n_ctx_train)
-    throw InputError(cat("--ctx ", o.ctx, ": more than the model's context length of ", c.n_ctx_train, " positions (",
-                         file.path(), ")"));
-  const QuantizePlan quantize = parse_quantize(o.quantize);
+  check_context(c, o.context);
   const Shard shard = planned_shard(o, mpi, file);
   const GeneratorOptions g = generator_options(o);
   const int threads = setup.binding.threads;
 
   RankMemory m;
-  m.weights = shard_bytes(file, c, shard, quantize);
+  m.weights = shard_bytes(file, c, shard, o.quantize);
   m.kv = kv_pool_bytes(scheduler_options(g, c, shard), g.kv_type, c, shard);
   m.buffers = generator_bytes(g, c, shard, threads) - m.kv;
-  m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.batch) * c.n_embd) : 0;
+  m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.step_tokens) * c.n_embd) : 0;
   m.command = command_bytes;
   // The ranks this host placed on the same node share it.
   const PlacementPlan& plan = setup.plan;
@@ -49,14 +45,13 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
 
   // Name what to change after the part that asks the most.
   const uint64_t most = std::max({m.weights, m.kv, m.buffers, m.exchange, m.command});
-  const std::string change =
-      most == m.weights ? "run more ranks on more NUMA nodes, or a smaller model"
-      : most == m.kv
-          ? (o.kv_size.empty() ? cat("lower --ctx (", o.ctx, ") or --parallel (", o.parallel, "), or give --kv-size")
-                               : cat("lower --kv-size (", o.kv_size, ")"))
-      : most == m.buffers ? cat("lower --ctx (", o.ctx, ") or --batch (", o.batch, ")")
-      : most == m.command ? std::string("run on more memory")
-                          : cat("lower --batch (", o.batch, ")");
+  const std::string change = most == m.weights ? "run more ranks on more NUMA nodes, or a smaller model"
+                             : most == m.kv ? (o.kv_size.empty() ? cat("lower --ctx (", o.context, ") or --parallel (",
+                                                                       o.parallel, "), or give --kv-size")
+                                                                 : cat("lower --kv-size (", o.kv_size, ")"))
+                             : most == m.buffers ? cat("lower --ctx (", o.context, ") or --batch (", o.step_tokens, ")")
+                             : most == m.command ? std::string("run on more memory")
+                                                 : cat("lower --batch (", o.step_tokens, ")");
   throw InputError(cat("this run needs ", format_bytes(m.total()), " on rank ", mpi.rank(), " (weights ",
                        format_bytes(m.weights), ", KV cache ", format_bytes(m.kv), ", step buffers ",
                        format_bytes(m.buffers), ", exchange ", format_bytes(m.exchange),

@@ -1,5 +1,7 @@
 #include "launch/rank_run.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <utility>
 
@@ -9,14 +11,6 @@
 #include "topology/binding.h"
 
 namespace tps {
-
-SplitMode choose_split(const RunOptions& o) {
-  // Measured (docs/PERFORMANCE.md): tensor is the fastest split here for one
-  // stream and for several -- each rank reads its share of every weight a
-  // token uses, and the sums cost ~0.2% of a token; a balanced pipeline of
-  // two sequences did not beat it on gpt-oss-20b.
-  return o.split == "auto" ? SplitMode::tensor : parse_split_mode(o.split);
-}
 
 namespace {
 
@@ -31,7 +25,7 @@ Model load(const RunOptions& o, const MpiSession& mpi, ThreadPool& pool, GgufFil
   // Rank 0 shows its own progress on models of a GB or more; the others
   // load alongside.
   ProgressLine progress(cat("loading ", o.model));
-  return load_model(std::move(file), pool, choose_split(o), mpi.rank(), mpi.size(), parse_quantize(o.quantize),
+  return load_model(std::move(file), pool, o.split, mpi.rank(), mpi.size(), o.quantize,
                     [&](uint64_t done, uint64_t total) {
                       if (mpi.rank() == 0 && total >= (1ull << 30)) progress.update(done, total);
                     });
@@ -60,7 +54,7 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     : memory(check_rank_memory(o, mpi, setup, file, command_bytes)),
       pool(make_pool(setup.binding.threads, setup.thread_pus)),
       model(load(o, mpi, pool, std::move(file))),
-      exchange(mpi, o.exchange, static_cast<size_t>(o.batch) * model.config.n_embd),
+      exchange(mpi, o.exchange, static_cast<size_t>(o.step_tokens) * model.config.n_embd),
       load_seconds(seconds_since(t0)),
       numa_node(setup.machine.numa_nodes.at(setup.binding.numa_node).os_index) {
   // Once every rank on the host has its copy, the file's pages can go.
@@ -76,8 +70,8 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       cat(static_cast<int>(mem.size() / 1e6)), " MB of weights in its own memory (",
       cat(static_cast<int>(decode_bytes_per_token(model.weights.views, model.config, s) / 1e6)), " MB read a token), ",
       on_node < 0 ? std::string("page placement unknown")
-                  : cat(static_cast<int>(on_node * 1000) / 10.0, "% of sampled pages on NUMA node ", numa_node),
-      "; ready in ", cat(static_cast<int>(load_seconds * 10) / 10.0), " s");
+                  : cat(fmt::format("{:.1f}", on_node * 100), "% of sampled pages on NUMA node ", numa_node),
+      "; ready in ", fmt::format("{:.1f}", load_seconds), " s");
   std::vector<std::string> idle = idle_parts(s.share, s.mode);
   if (!idle.empty()) {
     line += "; warning: holds no ";
@@ -90,8 +84,7 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     log_info("model ", model.file.path(), ": ", c.n_layer, " layers, ", c.n_expert, " experts (top-", c.n_expert_used,
              "), d=", c.n_embd, "; kernels ", isa_name(best_kernel_set().isa), "; exchange ",
              transport_name(exchange.transport()));
-    if (const QuantizePlan plan = parse_quantize(o.quantize); !plan.empty())
-      log_info("--quantize ", plan.spec, ": ", plan.describe(model.file));
+    if (!o.quantize.empty()) log_info("--quantize ", o.quantize.spec, ": ", o.quantize.describe(model.file));
     for (const std::string& l : lines) log_info(l);
   }
 }
@@ -104,14 +97,14 @@ void RankRun::log_kv_pool(const Generator& gen) const {
   log_info("KV pool: ", kv_type_name(kv.type()), ", ", format_bytes(position), " a position in full-attention layers; ",
            so.full_blocks * kKvBlock, " positions (", so.full_blocks, " blocks of ", kKvBlock, ") and ",
            so.sliding_blocks, " sliding-window blocks, ", static_cast<int64_t>(kv.bytes() / 1e6),
-           " MB on each rank; up to ", so.max_sequences, " sequence(s) at once, ", so.max_tokens, " tokens a step");
+           " MB on each rank; up to ", so.max_sequences, " sequence(s) at once, ", so.step_tokens, " tokens a step");
 }
 
-SessionOptions RankRun::session_options(const RunOptions& o, int ctx) const {
+SessionOptions RankRun::session_options(const RunOptions& o, int context) const {
   SessionOptions so;
-  so.n_ctx = ctx;
-  so.max_batch = o.batch;
-  so.kv_type = kv_type(o.kv_type);
+  so.context = context;
+  so.step_tokens = o.step_tokens;
+  so.kv_type = o.kv_type;
   so.yarn_truncate = o.yarn_truncate;
   return so;
 }

@@ -18,10 +18,6 @@
 
 namespace tps {
 
-// The split --split names; auto is the mode measured fastest here
-// (docs/PERFORMANCE.md): tensor.
-SplitMode choose_split(const RunOptions& options);
-
 struct RankRun {
   RankMemory memory;  // checked before anything else is allocated
   ThreadPool pool;
@@ -43,7 +39,7 @@ struct RankRun {
   const Shard& shard() const { return model.shard; }
   bool pipeline() const { return shard().mode == SplitMode::layers; }
   int last_rank() const { return shard().ranks - 1; }
-  SessionOptions session_options(const RunOptions& options, int ctx) const;
+  SessionOptions session_options(const RunOptions& options, int context) const;
   // Rank 0: one line on gen's KV pool -- its type, the bytes a position
   // takes, its positions and blocks, its size on each rank.
   void log_kv_pool(const Generator& gen) const;

@@ -38,15 +38,24 @@ uint64_t result_bytes(int k) { return 512 + 128 * static_cast<uint64_t>(k); }
 
 }  // namespace
 
+RunMode add_score_command(CLI::App& app, RunOptions& run) {
+  CLI::App* score = app.add_subcommand("score",
+                                       "teacher forcing: the log-probability of each next token of a given sequence "
+                                       "and the top alternatives (uses -m, --top-logprobs, --json)");
+  score->add_option("--ids", run.ids_file, "file of token ids separated by white space")->required();
+  score->fallthrough();
+  return {score, {run_group::model, run_group::output, run_group::logprobs}};
+}
+
 int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup) {
   const std::vector<int32_t> ids = read_ids(options.ids_file);
   const int n = static_cast<int>(ids.size());
   // The context: --ctx when given (the ids must fit it), else the ids'.
-  if (options.ctx_given && n > options.ctx)
-    throw InputError(cat("--ctx ", options.ctx, ": ", options.ids_file, " has ", n,
+  if (options.context_given && n > options.context)
+    throw InputError(cat("--ctx ", options.context, ": ", options.ids_file, " has ", n,
                          " tokens, more than the context (give --ctx ", n, " or more, or leave --ctx out)"));
   RunOptions o = options;
-  o.ctx = options.ctx_given ? options.ctx : n;
+  o.context = options.context_given ? options.context : n;
 
   // What the command holds besides the run: a step's logits of the rank's
   // vocabulary rows (never every position's: each step's are scored, then
@@ -55,13 +64,13 @@ int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup&
   const Shard planned = planned_shard(o, mpi, file);
   const bool pipeline = planned.mode == SplitMode::layers && planned.ranks > 1;
   const int k = std::max(o.top_logprobs, 1);
-  const int step = std::min(o.batch, n);
+  const int step = std::min(o.step_tokens, n);
   const bool keeps_results = mpi.rank() == 0 || (pipeline && planned.rank == planned.ranks - 1);
   const uint64_t command_bytes =
       uint64_t(step) * planned.share.vocab.size() * sizeof(float) + (keeps_results ? n * result_bytes(k) : 0);
   RankRun r(o, mpi, setup, Clock::now(), std::move(file), command_bytes);
   const Model& m = r.model;
-  Session session(m, r.session_options(o, o.ctx), r.pool, r.exchange);
+  Session session(m, r.session_options(o, o.context), r.pool, r.exchange);
 
   // Each position's log-probabilities: by all ranks together from their
   // vocabulary rows, or by the last rank of a pipeline alone; kept by rank
@@ -80,8 +89,9 @@ int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup&
     seconds += seconds_since(t0);
     if (!scorer) continue;
     for (int i = 0; i < count && at + i + 1 < n; ++i) {
-      const SplitLogits row = shard_logits(m.shard, m.config.n_vocab,
-                                           std::span<const float>(logits.data() + i * rows, rows), r.exchange, alone);
+      const SplitRows step_rows = shard_rows(m.shard, m.config.n_vocab, logits, rows, r.exchange, alone);
+      const SplitLogits row{step_rows.logits.subspan(i * rows, rows), step_rows.begin, step_rows.vocab,
+                            step_rows.exchange};
       const std::vector<TokenLogprob> top = top_logprobs(row, k);
       const float next = logprob_of(row, ids[at + i + 1]);
       if (!keeper) continue;
@@ -112,7 +122,7 @@ int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup&
                       {"split", split_mode_name(m.shard.mode)},
                       {"ranks", mpi.size()},
                       {"yarn_truncate", o.yarn_truncate},
-                      {"kv_type", kv_type_name(kv_type(o.kv_type))},
+                      {"kv_type", kv_type_name(o.kv_type)},
                       {"positions", positions}};
   if (o.json) {
     print_json(j);

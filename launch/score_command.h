@@ -9,6 +9,9 @@
 
 namespace tps {
 
+// `tpsrun score` and its options, into run.
+RunMode add_score_command(CLI::App& app, RunOptions& run);
+
 // Collective: every rank calls it with the same options.
 int run_score(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup);
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "engine/kernels/kernel_set.h"
+#include "launch/cli.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -41,6 +42,30 @@ size_t longest_token(const Tokenizer& t) {
 
 }  // namespace
 
+RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
+  CLI::App* serve = app.add_subcommand(
+      "serve",
+      "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, "
+      "/metrics, and a chat page at /): rank 0 listens, every rank runs every step; --parallel "
+      "sequences at once (default 4); SIGTERM or Ctrl-C stops it once what runs is done");
+  serve->add_option("--host", so.host, "address to listen on")->capture_default_str();
+  serve->add_option("--port", so.port, "port to listen on (0: any free one)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  serve->add_option("--api-key", so.api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  serve
+      ->add_option("--max-queue", so.max_queue,
+                   "requests that may wait for a place; more are answered 503 with Retry-After")
+      ->check(CLI::Range(1, ServeOptions::kMaxQueue))
+      ->capture_default_str();
+  serve->add_option("--timeout", so.request_seconds, "seconds a request may take, waiting included")
+      ->check(positive_seconds(ServeOptions::kMaxRequestSeconds))
+      ->capture_default_str();
+  serve->add_option("--alias", run.alias, "the model's id in the API (default: the file's name)");
+  serve->fallthrough();
+  return {serve, {run_group::model, run_group::sequences, run_group::prefix_cache}};
+}
+
 int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {
   const bool root = mpi.rank() == 0;
   catch_stop_signals();           // rank 0 stops the server; the others end when it ends the engine loop
@@ -72,7 +97,7 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
   const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
   status["model"] = model_id;
-  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.ctx, longest_token(r.model.tokenizer)}, status);
+  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.context, longest_token(r.model.tokenizer)}, status);
   r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
   log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,

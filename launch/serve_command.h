@@ -9,6 +9,9 @@
 
 namespace tps {
 
+// `tpsrun serve` and its options, into serve and run (--alias).
+RunMode add_serve_command(CLI::App& app, ServeOptions& serve, RunOptions& run);
+
 // Collective: every rank calls it with the same options. Returns when a
 // stop signal (SIGTERM, SIGINT) has let every running request finish.
 int run_serve(const RunOptions& options, const ServeOptions& serve, const MpiSession& mpi, const RankSetup& setup);

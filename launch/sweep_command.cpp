@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "launch/cli.h"
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
@@ -26,21 +27,29 @@ std::vector<int32_t> sweep_tokens(int n, int32_t vocab) {
 
 }  // namespace
 
+RunMode add_sweep_command(CLI::App& app, SweepOptions& sweep) {
+  CLI::App* command = app.add_subcommand(
+      "sweep",
+      "speed against the KV cache's depth, as llama-sweep-bench: the cache filled in chunks of --batch tokens up "
+      "to --ctx, --tg tokens decoded before each chunk (uses -m, --ctx, --batch, --kv-type, --split, --json)");
+  command->add_option("--tg", sweep.tg, "tokens decoded at each depth")->check(kPositive)->capture_default_str();
+  command->fallthrough();
+  return {command, {run_group::model, run_group::output}};
+}
+
 int run_sweep(const RunOptions& options, const SweepOptions& sweep, const MpiSession& mpi, const RankSetup& setup) {
   if (sweep.tg < 1) throw InputError(cat("--tg ", sweep.tg, ": expected at least 1 token"));
-  const int chunk = options.batch, ctx = options.ctx;
+  const int chunk = options.step_tokens, ctx = options.context;
   if (chunk + sweep.tg > ctx)
     throw InputError(
         cat("--ctx ", ctx, ": a sweep needs room for one chunk of --batch ", chunk, " and --tg ", sweep.tg, " tokens"));
   RankRun r(options, mpi, setup, Clock::now());
   const Model& m = r.model;
-  SessionOptions so = r.session_options(options, ctx);
-  so.max_batch = chunk;
-  Session session(m, so, r.pool, r.exchange);
+  Session session(m, r.session_options(options, ctx), r.pool, r.exchange);
   // The ordinary tokens: o200k_harmony's specials start at 199998.
   const int32_t ordinary = std::min<int32_t>(static_cast<int32_t>(m.config.n_vocab), 199998);
   const std::vector<int32_t> ids = sweep_tokens(ctx, ordinary);
-  const KvType type = kv_type(options.kv_type);
+  const KvType type = options.kv_type;
   // Bytes a position takes in all the rank's full-attention layers, and in
   // its sliding ones (which read at most their window).
   const double full_position = static_cast<double>(KvPool::block_bytes(m.config, m.shard, type, false)) / kKvBlock;

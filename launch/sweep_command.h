@@ -18,6 +18,9 @@ struct SweepOptions {
   int tg = 32;  // tokens decoded at each depth
 };
 
+// Registers `tpsrun sweep` and its --tg; the run options it uses.
+RunMode add_sweep_command(CLI::App& app, SweepOptions& sweep);
+
 // Collective: every rank calls it with the same options.
 int run_sweep(const RunOptions& options, const SweepOptions& sweep, const MpiSession& mpi, const RankSetup& setup);
 

@@ -11,6 +11,19 @@
 
 namespace tps {
 
+CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& tk) {
+  CLI::App* tokenize =
+      app.add_subcommand("tokenize", "print the token ids (and pieces) of a text with the model's tokenizer");
+  tokenize->add_option("-m,--model", tk.model, "GGUF model file")->required();
+  auto* text = tokenize->add_option("--text", tk.text, "text to tokenize");
+  tokenize->add_option("--file", tk.file, "file whose contents to tokenize")->excludes(text);
+  tokenize->add_flag("--json", tk.json, "print {\"ids\": [...], \"pieces\": [...]}");
+  tokenize->add_flag("--ids-only", tk.ids_only, "print only the ids, as a list");
+  tokenize->add_flag("!--no-parse-special", tk.parse_special,
+                     "treat <|start|> and other control-token text as plain text");
+  return tokenize;
+}
+
 int run_tokenize(const TokenizeOptions& o) {
   if (o.text.empty() && o.file.empty()) throw InputError("tokenize: give --text TEXT or --file FILE");
   std::string text = o.text;

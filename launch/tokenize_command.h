@@ -2,6 +2,7 @@
 // llama-tokenize prints it, so users can check tokenization themselves.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <string>
 
 namespace tps {
@@ -14,6 +15,9 @@ struct TokenizeOptions {
   bool ids_only = false;
   bool parse_special = true;
 };
+
+// `tpsrun tokenize` and its options, into options.
+CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& options);
 
 // Prints to stdout; throws InputError for a missing file or model.
 int run_tokenize(const TokenizeOptions& options);

@@ -1,6 +1,8 @@
 // tps-mkmodel: writes a synthetic gpt-oss GGUF file -- the real release's
 // architecture, tensor names, types and metadata, seeded random weights, the
 // real o200k_harmony vocabulary. Streams to disk with bounded memory.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +10,7 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/gguf/gguf_writer.h"
+#include "engine/gguf/quant_blocks.h"
 #include "engine/model/model_config.h"
 #include "engine/model/synthetic_model.h"
 #include "engine/text/o200k_vocab.h"
@@ -140,8 +143,7 @@ int run(const Options& o) {
   write_synthetic_model(
       spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); }, inputs);
   log_info("wrote ", paths.size() > 1 ? cat(paths.size(), " parts, ", paths.front(), " ...") : out, " in ",
-           static_cast<int>(seconds_since(t0) * 10) / 10.0, " s, peak RSS ", static_cast<int64_t>(peak_rss_mib()),
-           " MiB");
+           fmt::format("{:.1f}", seconds_since(t0)), " s, peak RSS ", static_cast<int64_t>(peak_rss_mib()), " MiB");
   return 0;
 }
 
@@ -168,8 +170,8 @@ int main(int argc, char** argv) {
   app.add_option("--type", o.types,
                  "ROLE=TYPE,...: tensor types other than the release's (Q8_0 dense, MXFP4 experts), the last "
                  "that names a tensor winning; ROLE: token_embd, output, attn_q, attn_k, attn_v, attn_output, "
-                 "ffn_gate_exps, ffn_up_exps, ffn_down_exps, attn, experts, dense; TYPE: F32, F16, BF16, Q8_0, "
-                 "MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (rounded to nearest)");
+                 "ffn_gate_exps, ffn_up_exps, ffn_down_exps, attn, experts, dense; TYPE: " +
+                     tps::type_names(tps::can_decode) + " (rounded to nearest)");
   app.add_option("--split-max-size", o.split_max_size,
                  "write a split model (llama.cpp's gguf-split layout: OUT less .gguf, -00001-of-0000N.gguf, ...) of "
                  "parts of whole tensors, each at most this size (2G, 500M) unless one tensor is more");

@@ -1,5 +1,7 @@
 // tpstopo: what this machine (or a described one) looks like to tps, where
 // ranks would run, and how much memory bandwidth each NUMA node delivers.
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "engine/gguf/gguf_reader.h"
@@ -34,10 +36,9 @@ struct Options {
   std::string preset;        // a tps-mkmodel preset planned without its file
   tps::GeneratorOptions kv;  // tpsrun's options that size the KV pool
   std::string kv_size;
-  std::string kv_type;   // tpsrun's --kv-type
-  std::string quantize;  // tpsrun's --quantize: the types the ranks would hold
-  int hosts = 1;         // the plan's hosts, each this machine
-  double node_gbps = 0;  // read bandwidth of a NUMA node, for the projection; 0: none
+  tps::QuantizePlan quantize;  // tpsrun's --quantize: the types the ranks would hold
+  int hosts = 1;               // the plan's hosts, each this machine
+  double node_gbps = 0;        // read bandwidth of a NUMA node, for the projection; 0: none
 };
 
 // What each rank would hold of a model (--model's file or --preset's shape)
@@ -60,11 +61,11 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
   if (!o.preset.empty()) {
     const SyntheticSpec spec = synthetic_preset(o.preset);
     c = spec.config;
-    shape = synthetic_model_shape(spec, parse_quantize(o.quantize));
+    shape = synthetic_model_shape(spec, o.quantize);
   } else {
     GgufFile f = GgufFile::open(o.model);
     c = read_model_config(f);
-    shape = model_shape(f, c, parse_quantize(o.quantize));
+    shape = model_shape(f, c, o.quantize);
   }
   const int per_host = static_cast<int>(plan.ranks.size()), ranks = per_host * o.hosts;
   // Rank r runs on host r / per_host, node plan.ranks[r % per_host].numa_node.
@@ -74,7 +75,7 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
   nlohmann::json j = {{"file", o.model},
                       {"preset", o.preset},
                       {"weight_bytes", shape.total()},
-                      {"quantize", o.quantize},
+                      {"quantize", o.quantize.spec},
                       {"layers", c.n_layer},
                       {"memory", m.is_this_host ? "available" : "total"},
                       {"hosts", o.hosts},
@@ -82,12 +83,12 @@ nlohmann::json model_fit(const tps::Machine& m, const tps::PlacementPlan& plan, 
                       {"kv_options",
                        {{"context", kv.context},
                         {"sequences", kv.max_sequences},
-                        {"step_tokens", kv.max_tokens},
+                        {"step_tokens", kv.step_tokens},
                         {"kv_size", o.kv_size},
                         {"kv_type", kv_type_name(kv.kv_type)}}},
                       {"splits", nlohmann::json::object()}};
   parse_kv_size(o.kv_size, kv.kv_positions, kv.kv_bytes);
-  for (SplitMode mode : {SplitMode::layers, SplitMode::experts, SplitMode::tensor}) {
+  for (SplitMode mode : kSplitModes) {
     nlohmann::json& out = j["splits"][split_mode_name(mode)];
     std::vector<RankShare> shares = plan_split(shape, mode, ranks);
     out["ranks"] = nlohmann::json::array();
@@ -151,7 +152,7 @@ std::string model_fit_text(const nlohmann::json& j) {
   for (const auto& [mode, split] : j["splits"].items()) {
     if (split.contains("projected_tokens_per_s"))
       s += cat("  ", mode, ": one sequence decodes at most ",
-               static_cast<int64_t>(split["projected_tokens_per_s"].get<double>() * 10) / 10.0, " tok/s at ",
+               fmt::format("{:.1f}", split["projected_tokens_per_s"].get<double>()), " tok/s at ",
                j["node_gbps"].get<double>(), " GB/s a node (weights read; exchanges not counted)\n");
     for (const auto& r : split["ranks"]) {
       s += cat("  ", mode, " rank ", r["rank"].get<int>(), ": ", format_bytes(r["bytes"]), " (",
@@ -259,14 +260,13 @@ int main(int argc, char** argv) {
       app.add_option("--parallel", o.kv.max_sequences, "with --model or --preset: tpsrun's --parallel")
           ->check(tps::kPositive)
           ->capture_default_str(),
-      app.add_option("--batch", o.kv.max_tokens, "with --model or --preset: tpsrun's --batch")
+      app.add_option("--batch", o.kv.step_tokens, "with --model or --preset: tpsrun's --batch")
           ->check(tps::kPositive)
           ->capture_default_str(),
       app.add_option("--kv-size", o.kv_size, "with --model or --preset: tpsrun's --kv-size"),
-      app.add_option("--kv-type", o.kv_type, "with --model or --preset: tpsrun's --kv-type")->check(tps::kKvTypeName),
-      app.add_option("--quantize", o.quantize,
-                     "with --model or --preset: tpsrun's --quantize (the weights in the types it converts to)")
-          ->check(tps::kQuantizeSpec),
+      tps::add_kv_type_option(app, o.kv.kv_type, "with --model or --preset: tpsrun's --kv-type"),
+      tps::add_quantize_option(
+          app, o.quantize, "with --model or --preset: tpsrun's --quantize (the weights in the types it converts to)"),
       app.add_option("--hosts", o.hosts,
                      "with --model or --preset: plan for this many hosts like this machine (ranks in host order)")
           ->check(CLI::Range(1, 1024))
@@ -283,8 +283,5 @@ int main(int argc, char** argv) {
   tps::add_version_flag(app, [] { return "hwloc: " + tps::hwloc_version(); });
   if (auto code = tps::parse_command_line(app, argc, argv)) return *code;
   tps::log_configure("tpstopo", tps::LogLevel::info);
-  return tps::run_tool("tpstopo", [&] {
-    o.kv.kv_type = tps::kv_type(o.kv_type);
-    return run(o);
-  });
+  return tps::run_tool("tpstopo", [&] { return run(o); });
 }

@@ -64,13 +64,12 @@ class Exchange {
   void barrier();
 
   // Time spent inside the calls above (waiting for other ranks included) and
-  // bytes this rank contributed, since the last reset.
+  // bytes this rank contributed (what tpsrun --json reports per decode step).
   struct Stats {
     uint64_t calls = 0, bytes = 0;
     double seconds = 0;
   };
   const Stats& stats() const { return stats_; }
-  void reset_stats() { stats_ = Stats{}; }
 
  private:
   struct Impl;

@@ -82,7 +82,7 @@ void compare_with_reference(const std::string& preset, bool truncate, double med
     SessionOptions o;
     o.kv_type = KvType::f32;  // the reference keeps keys and values exact
     o.yarn_truncate = truncate;
-    o.max_batch = 16;  // several batches, and windows that span them
+    o.step_tokens = 16;  // several batches, and windows that span them
     Engine e(model_path(preset), 2, o, isa);
     std::vector<float> got;
     e.session.forward(ids, true, got);
@@ -144,7 +144,7 @@ TEST(Forward, SameLogitsForAnyThreadCountAndBatchSize) {
   for (int threads : {1, 2, 3}) {
     for (int batch : {1, 7, 64}) {
       SessionOptions o;
-      o.max_batch = batch;
+      o.step_tokens = batch;
       Engine e(model_path("small"), threads, o, supported_isas().back());
       std::vector<float> logits;
       e.session.forward(ids, false, logits);
@@ -158,7 +158,7 @@ TEST(Forward, SameLogitsForAnyThreadCountAndBatchSize) {
 
 TEST(Forward, ContextLimitIsAClearError) {
   SessionOptions o;
-  o.n_ctx = 20;
+  o.context = 20;
   Engine e(model_path("tiny"), 1, o, Isa::scalar);
   std::vector<float> logits;
   e.session.forward(prompt(20), false, logits);
@@ -189,7 +189,7 @@ TEST(Forward, BufferBytesAreWhatThePassAllocates) {
 #endif
   };
   for (int tokens : {1, 64, 512}) {
-    const ForwardOptions o{.max_tokens = tokens, .max_context = 8192};
+    const ForwardOptions o{.step_tokens = tokens, .context = 8192};
     const double before = in_use();
     ForwardPass pass(m, o, pool, alone);
     const double held = in_use() - before;

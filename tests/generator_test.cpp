@@ -46,7 +46,7 @@ struct Step {
 std::vector<Step> alone(const Model& m, ThreadPool& pool, const std::vector<int32_t>& ids, int n) {
   Exchange solo;
   SessionOptions o;
-  o.max_batch = 7;  // chunked too, but differently from the batched runs
+  o.step_tokens = 7;  // chunked too, but differently from the batched runs
   Session session(m, o, pool, solo);
   std::vector<float> logits;
   session.forward(ids, false, logits);
@@ -107,7 +107,7 @@ void expect_batched_as_alone(const std::string& preset) {
   const int n = 24;
   GeneratorOptions o;
   o.max_sequences = 3;  // the last two join as others finish
-  o.max_tokens = 16;    // prompts in chunks, next to decode tokens
+  o.step_tokens = 16;   // prompts in chunks, next to decode tokens
   o.context = 128;
   const std::vector<std::vector<Step>> got = together(m, pool, o, prompts, {}, n);
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -129,7 +129,7 @@ TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
   for (int32_t t : prompt(12, 11)) b.push_back(t);
   for (int32_t t : prompt(3, 12)) c.push_back(t);
   GeneratorOptions o;
-  o.max_sequences = 2, o.max_tokens = 64, o.context = 128;
+  o.max_sequences = 2, o.step_tokens = 64, o.context = 128;
   std::vector<int> reused;
   const auto with = together(m, pool, o, {a}, {b, c}, 16, &reused);
   ASSERT_EQ(reused.size(), 3u);
@@ -152,7 +152,7 @@ TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {
   const std::vector<int32_t> a = prompt(20, 1), b = prompt(9, 2), c = prompt(30, 3), d = prompt(5, 4);
   const int n = 12;
   GeneratorOptions o;
-  o.max_sequences = 2, o.max_tokens = 64, o.context = 128;
+  o.max_sequences = 2, o.step_tokens = 64, o.context = 128;
   Exchange solo;
   Generator gen(m, pool, solo, o);
   SequenceParams params;

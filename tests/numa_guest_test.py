@@ -106,7 +106,7 @@ class Guest(unittest.TestCase):
                 # holds less than a page: tpsrun samples whole pages only.
                 continue
             self.assertEqual(j["per_rank"][r]["weight_pages_on_node"], 1.0, f"{name}: rank {r}")
-            self.assertRegex(s["stderr"], rf"rank {r}/{len(nodes)}: .* 100% of sampled pages on NUMA node {node};")
+            self.assertRegex(s["stderr"], rf"rank {r}/{len(nodes)}: .* 100.0% of sampled pages on NUMA node {node};")
         return j["generated_ids"]
 
     def test_guest_booted_and_ran_every_step(self):

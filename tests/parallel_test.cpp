@@ -73,6 +73,11 @@ void expect_each_as_alone(const std::string& preset, const std::vector<Config>& 
     ASSERT_FALSE(got.is_null());
     ASSERT_EQ(got["sequences"].size(), kPrompts.size());
     EXPECT_GE(got["sequences"][2]["reused_prompt_tokens"].get<int>(), 32);  // the shared prefix
+    // Every rank of several sends its share in the decode steps (sums, a
+    // pipeline's hand-offs, the sampler's gathers), and says how much.
+    ASSERT_EQ(got["per_rank"].size(), static_cast<size_t>(c.ranks));
+    for (const json& rank : got["per_rank"])
+      EXPECT_EQ(rank["decode_exchange_bytes"].get<double>() > 0, c.ranks > 1) << rank.dump();
     for (size_t i = 0; i < kPrompts.size(); ++i) {
       const json& s = got["sequences"][i];
       EXPECT_EQ(s["generated_ids"], alone[i]["generated_ids"]) << "sequence " << i;

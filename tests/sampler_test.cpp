@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "engine/step/sampler.h"
@@ -137,6 +138,76 @@ TEST(SplitSampler, SameTokensAsOneRankFromTheSameLogits) {
       }
       EXPECT_EQ(logprob_of(split, 777), logprob_of(all, 777));
     }
+  }
+}
+
+// Rows sampled together (a step's sequences: sample_rows) draw what each
+// draws alone from the whole vocabulary, with the same log-probabilities,
+// on 1-4 ranks: greedy, temperature alone, top-k, top-p over the whole
+// vocabulary (flat logits need several rounds of candidates), min-p, and
+// alternatives with each.
+TEST(SplitSampler, RowsTogetherDrawAsEachAlone) {
+  Exchange ex(mpi(), "auto", 16);
+  const size_t vocab = 5000;
+  const Range mine = even_share(static_cast<int64_t>(vocab), kVocabGranule, ex.rank(), ex.size());
+  const std::vector<SamplerParams> params = {
+      {0.0f, 0, 1.0f, 0.0f, 1}, {1.0f, 0, 1.0f, 0.0f, 2},     {0.8f, 40, 1.0f, 0.0f, 3}, {1.0f, 0, 0.9f, 0.0f, 4},
+      {1.0f, 0, 1.0f, 0.2f, 6}, {0.5f, 300, 0.95f, 0.05f, 7}, {1.0f, 0, 0.99f, 0.0f, 8}, {0.0f, 0, 1.0f, 0.0f, 9}};
+  std::vector<std::vector<float>> whole;
+  std::vector<float> rows;  // this rank's part of each row
+  for (size_t i = 0; i < params.size(); ++i) {
+    whole.push_back(logits(vocab, static_cast<int>(i % 3)));
+    for (size_t k = 0; k < vocab; ++k) whole.back()[k] += 0.01f * static_cast<float>((k * (i + 1)) % 7);
+    rows.insert(rows.end(), whole.back().begin() + mine.begin, whole.back().begin() + mine.end);
+  }
+  const SplitRows split{rows, static_cast<size_t>(mine.size()), mine.begin, static_cast<int64_t>(vocab), ex};
+  std::vector<Sampler> together, alone;
+  for (const SamplerParams& p : params) together.emplace_back(p), alone.emplace_back(p);
+  for (int draw = 0; draw < 10; ++draw) {
+    std::vector<Draw> draws;
+    for (size_t i = 0; i < params.size(); ++i) draws.push_back({&together[i], static_cast<int>(i % 2) * 5});
+    const std::vector<Drawn> got = sample_rows(split, draws);
+    ASSERT_EQ(got.size(), params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "draw " << draw << ", row " << i);
+      const int32_t id = alone[i].sample(whole[i]);
+      EXPECT_EQ(got[i].id, id);
+      if (draws[i].alternatives == 0) {
+        EXPECT_TRUE(got[i].top.empty());
+        continue;
+      }
+      EXPECT_EQ(got[i].logprob, logprob_of(whole[i], id));
+      const std::vector<TokenLogprob> top = top_logprobs(whole[i], 5);
+      ASSERT_EQ(got[i].top.size(), top.size());
+      for (size_t k = 0; k < top.size(); ++k) {
+        EXPECT_EQ(got[i].top[k].id, top[k].id);
+        EXPECT_EQ(got[i].top[k].logprob, top[k].logprob);
+      }
+    }
+  }
+}
+
+// A step's rows share each round of the exchange: 16 greedy sequences take
+// one collective, not 16; 16 sampled ones three (the best; the sums; the
+// drawn chunk's owner), with their alternatives in the same rounds.
+TEST(SplitSampler, OneCollectivePerRoundForAllRows) {
+  Exchange ex(mpi(), "auto", 16);
+  if (ex.size() == 1) GTEST_SKIP() << "one rank exchanges nothing";
+  const size_t vocab = 1000;
+  const Range mine = even_share(static_cast<int64_t>(vocab), kVocabGranule, ex.rank(), ex.size());
+  const std::vector<float> all = logits(vocab, 1);
+  std::vector<float> rows;
+  for (int i = 0; i < 16; ++i) rows.insert(rows.end(), all.begin() + mine.begin, all.begin() + mine.end);
+  const SplitRows split{rows, static_cast<size_t>(mine.size()), mine.begin, static_cast<int64_t>(vocab), ex};
+  for (const auto& [temperature, alternatives, collectives] :
+       {std::tuple{0.0f, 0, 1u}, std::tuple{0.0f, 5, 2u}, std::tuple{1.0f, 0, 3u}, std::tuple{1.0f, 5, 3u}}) {
+    SCOPED_TRACE(::testing::Message() << "temperature " << temperature << ", alternatives " << alternatives);
+    std::vector<Sampler> samplers(16, Sampler({temperature, 0, 1.0f, 0.0f, 3}));
+    std::vector<Draw> draws;
+    for (Sampler& s : samplers) draws.push_back({&s, alternatives});
+    const uint64_t before = ex.stats().calls;
+    sample_rows(split, draws);
+    EXPECT_EQ(ex.stats().calls - before, collectives);
   }
 }
 

@@ -22,7 +22,7 @@ std::vector<int32_t> tokens(int n, int first = 1000) {
 
 SchedulerOptions options(int sequences, int budget, int full_blocks) {
   SchedulerOptions o;
-  o.max_sequences = sequences, o.max_tokens = budget, o.context = 512, o.window = 32;
+  o.max_sequences = sequences, o.step_tokens = budget, o.context = 512, o.window = 32;
   o.full_blocks = full_blocks;
   o.sliding_blocks = sliding_blocks_needed(o);
   return o;

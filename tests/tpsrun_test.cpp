@@ -83,9 +83,49 @@ TEST(Tpsrun, BadInputIsAClearError) {
   expect_bad_input("", "give a prompt with -p PROMPT");
   expect_bad_input("-p ''", "--prompt: got an empty value");
   expect_bad_input("-p 'one two three four five six seven eight' --ctx 4", "longer than the context of 4");
+  // Typed options name what they take from the one list of names there is.
+  expect_bad_input("-p x --split diagonal", "--split: 'diagonal': expected auto, layers, experts or tensor");
+  expect_bad_input("-p x --kv-type q4_0", "--kv-type: 'q4_0': expected f32, f16, bf16 or q8_0");
+  expect_bad_input("-p x --quantize attn=q9", "'q9' is not a type tps quantizes to (expected one of q8_0");
+  expect_bad_input("-p x --ctx 1000000", "--ctx 1000000: more than the model's context length of 131072");
   auto r = run_tool(std::string(tps::test_paths::tpsrun) + " -m /no/such.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/such.gguf: cannot open"), std::string::npos) << r.err;
+}
+
+// Each mode takes the groups of options it uses (launch/run_options.h) and
+// refuses the others, naming the option and the mode; an option of a group
+// it uses is never refused so. (The allowed runs fail on the missing model.)
+TEST(Tpsrun, EachModeRefusesTheOptionsItDoesNotUse) {
+  const std::vector<std::pair<std::string, std::string>> groups = {{"model", "--ctx 64"},
+                                                                   {"sequences", "--parallel 2"},
+                                                                   {"prefix", "--no-prefix-cache"},
+                                                                   {"sampling", "--temp 0"},
+                                                                   {"prompt", "--chat"},
+                                                                   {"chat_format", "--reasoning low"},
+                                                                   {"output", "--json"},
+                                                                   {"logprobs", "--top-logprobs 1"}};
+  struct Mode {
+    std::string args, said;
+    std::vector<std::string> uses;
+  };
+  const std::vector<Mode> modes = {
+      {"place", "with `tpsrun place`", {}},
+      {"score --ids /no/such.ids", "with `tpsrun score`", {"model", "output", "logprobs"}},
+      {"perplexity -f /no/such.txt", "with `tpsrun perplexity`", {"model", "output"}},
+      {"serve --port 0", "with `tpsrun serve`", {"model", "sequences", "prefix"}},
+      {"chat", "with `tpsrun chat`", {"model", "prefix", "sampling", "chat_format"}},
+      {"-p x", "without --chat", {"model", "sequences", "prefix", "sampling", "prompt", "output", "logprobs"}}};
+  for (const Mode& mode : modes)
+    for (const auto& [group, option] : groups) {
+      const bool uses = std::find(mode.uses.begin(), mode.uses.end(), group) != mode.uses.end();
+      const std::string model = mode.args == "place" ? "" : " -m /no/such.gguf";
+      const std::string args = model + " " + option + " " + mode.args;
+      auto r = run_tool(std::string(tps::test_paths::tpsrun) + args);
+      EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+      const std::string flag = option.substr(0, option.find(' '));
+      EXPECT_EQ(r.err.find(flag + " does nothing " + mode.said) != std::string::npos, !uses) << args << "\n" << r.err;
+    }
 }
 
 // A split model with a part missing, or opened by another part than its

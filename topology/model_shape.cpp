@@ -55,10 +55,23 @@ const char* split_mode_name(SplitMode mode) {
   return "?";
 }
 
-SplitMode parse_split_mode(const std::string& name) {
-  for (SplitMode m : {SplitMode::layers, SplitMode::experts, SplitMode::tensor})
+std::optional<SplitMode> find_split_mode(const std::string& name) {
+  for (SplitMode m : kSplitModes)
     if (name == split_mode_name(m)) return m;
-  throw InputError(cat("split mode '", name, "': expected layers, experts or tensor"));
+  return std::nullopt;
+}
+
+SplitMode parse_split_mode(const std::string& name) {
+  if (const std::optional<SplitMode> m = find_split_mode(name)) return *m;
+  throw InputError(cat("split mode '", name, "': expected ", split_mode_names()));
+}
+
+std::string split_mode_names() {
+  std::string names;
+  const size_t n = std::size(kSplitModes);
+  for (size_t i = 0; i < n; ++i)
+    names += (i == 0 ? "" : i + 1 < n ? ", " : " or ") + std::string(split_mode_name(kSplitModes[i]));
+  return names;
 }
 
 Range even_share(int64_t n, int64_t granule, int rank, int ranks) {

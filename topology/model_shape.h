@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ enum class SplitMode { layers, experts, tensor };
 const char* split_mode_name(SplitMode mode);
 // "layers", "experts" or "tensor"; InputError otherwise.
 SplitMode parse_split_mode(const std::string& name);
+// The mode of that name; nullopt for any other.
+std::optional<SplitMode> find_split_mode(const std::string& name);
+inline constexpr SplitMode kSplitModes[] = {SplitMode::layers, SplitMode::experts, SplitMode::tensor};
+// Every name, for messages and help: "layers, experts or tensor".
+std::string split_mode_names();
 
 struct Range {
   int64_t begin = 0, end = 0;

@@ -47,6 +47,14 @@ const char* type_name(GgmlType type) {
   return info ? info->name : "unknown";
 }
 
+std::string type_names(const std::function<bool(GgmlType)>& which) {
+  std::string names;
+  for (uint32_t id = 0; id < 64; ++id)
+    if (auto info = ggml_type_info(id); info && which(static_cast<GgmlType>(id)))
+      names += (names.empty() ? "" : ", ") + std::string(info->name);
+  return names;
+}
+
 std::optional<GgmlType> type_from_name(const std::string& name) {
   for (uint32_t id = 0; id < 64; ++id)
     if (auto info = ggml_type_info(id); info && name == info->name) return static_cast<GgmlType>(id);

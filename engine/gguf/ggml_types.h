@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,9 @@ std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
 const char* type_name(GgmlType type);
 // The known type of that name (as type_name gives it); nullopt otherwise.
 std::optional<GgmlType> type_from_name(const std::string& name);
+// The names of the known types `which` takes, in id order: "F32, F16, ...",
+// for messages and help.
+std::string type_names(const std::function<bool(GgmlType)>& which);
 
 // Bytes of a row of n elements; throws InputError when n is not a multiple
 // of the type's block size.

@@ -79,6 +79,13 @@ int store_row(KvType type, uint8_t* p, int64_t stride, uint8_t* scales, int64_t 
 
 const char* kv_type_name(KvType type) { return kNames[static_cast<int>(type)]; }
 
+std::string kv_type_names() {
+  std::string names;
+  for (int t = 0; t < kKvTypeCount; ++t)
+    names += (t == 0 ? "" : t + 1 < kKvTypeCount ? ", " : " or ") + std::string(kNames[t]);
+  return names;
+}
+
 std::optional<KvType> parse_kv_type(std::string_view text) {
   std::string lower(text);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -43,6 +43,8 @@ constexpr int kKvQ8Block = 32;
 constexpr KvType kDefaultKvType = KvType::f16;
 
 const char* kv_type_name(KvType type);
+// Every name, for messages and help: "f32, f16, bf16 or q8_0".
+std::string kv_type_names();
 // "f32", "f16", "bf16", "q8_0" (any case); nullopt for anything else.
 std::optional<KvType> parse_kv_type(std::string_view text);
 

@@ -160,11 +160,7 @@ ModelConfig read_model_config(const GgufFile& f) {
     require(
         type_supported(t.role, v->type),
         cat("tensor '", t.name, "' has type ", type_name(v->type), ", which tps cannot compute with here (supported: ",
-            t.role == TensorSpec::Role::vector ? "F32"
-            : t.role == TensorSpec::Role::router
-                ? "F32, F16, BF16"
-                : "F32, F16, BF16, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS",
-            ")"));
+            type_names([&](GgmlType type) { return type_supported(t.role, type); }), ")"));
   }
   return c;
 }

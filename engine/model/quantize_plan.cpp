@@ -6,6 +6,7 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/packed_rows.h"
+#include "engine/model/role_types.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -24,11 +25,15 @@ std::string upper(std::string s) {
   return s;
 }
 
-std::string type_list() {
+}  // namespace
+
+std::string quantize_type_names() {
   std::string list;
   for (GgmlType t : kPackedTypes) list += (list.empty() ? "" : ", ") + lower(type_name(t));
   return list;
 }
+
+namespace {
 
 bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
 
@@ -119,19 +124,15 @@ QuantizePlan parse_quantize(const std::string& spec) {
     plan.preset = true;
     return plan;
   }
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos)
-      throw InputError(cat("--quantize '", spec, "': expected int8, int4 or ROLE=TYPE[,ROLE=TYPE...] with ROLE one of ",
-                           "attn, experts, embed, output, all; got '", item, "'"));
-    const std::string role = item.substr(0, eq), type = item.substr(eq + 1);
+  auto refusal = [&](const std::string& item) {
+    return cat("--quantize '", spec, "': expected int8, int4 or ROLE=TYPE[,ROLE=TYPE...] with ROLE one of ",
+               "attn, experts, embed, output, all; got '", item, "'");
+  };
+  for (const auto& [item, role, type] : split_role_types(text, refusal)) {
     const std::optional<GgmlType> t = type_from_name(upper(type));  // ggml's names are upper case
     if (!t || !is_packed_type(*t))
       throw InputError(cat("--quantize ", item, ": '", type, "' is not a type tps quantizes to (expected one of ",
-                           type_list(), ")"));
+                           quantize_type_names(), ")"));
     const auto* name = std::find(std::begin(kRoleNames), std::end(kRoleNames), role);
     if (role == "all")
       all(*t);
@@ -140,7 +141,6 @@ QuantizePlan parse_quantize(const std::string& spec) {
     else
       throw InputError(
           cat("--quantize ", item, ": '", role, "' is not a role (expected attn, experts, embed, output or all)"));
-    at = end + 1;
   }
   return plan;
 }

@@ -59,5 +59,7 @@ struct QuantizePlan {
 // every role; roles and presets in any case, like types; a role named twice
 // takes the last). Throws InputError naming the flag for anything else.
 QuantizePlan parse_quantize(const std::string& spec);
+// The types --quantize converts to, for messages and help: "q8_0, q4_0, ...".
+std::string quantize_type_names();
 
 }  // namespace tps

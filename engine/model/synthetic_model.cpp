@@ -9,23 +9,12 @@
 #include "engine/gguf/gguf_reader.h"
 #include "engine/gguf/gguf_writer.h"
 #include "engine/gguf/quant_blocks.h"
+#include "engine/model/role_types.h"
 #include "runtime/error.h"
+#include "runtime/hash.h"
 
 namespace tps {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 // Mean square of the 16 E2M1 values, each code equally likely: 68.5 / 8.
 constexpr double kMxfp4MeanSquare = 8.5625;
@@ -86,13 +75,8 @@ GgmlType synthetic_type(const TensorSpec& t, const SyntheticSpec& s) {
 }
 
 void set_synthetic_types(SyntheticSpec& spec, const std::string& text) {
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) throw InputError(cat("--type '", item, "': expected ROLE=TYPE"));
-    const std::string role = item.substr(0, eq), name = item.substr(eq + 1);
+  auto refusal = [](const std::string& item) { return cat("--type '", item, "': expected ROLE=TYPE"); };
+  for (const auto& [item, role, name] : split_role_types(text, refusal)) {
     if (std::find(std::begin(kRoles), std::end(kRoles), role) == std::end(kRoles)) {
       std::string roles;
       for (const char* r : kRoles) roles += (roles.empty() ? "" : ", ") + std::string(r);
@@ -100,16 +84,14 @@ void set_synthetic_types(SyntheticSpec& spec, const std::string& text) {
     }
     std::optional<GgmlType> type = type_from_name(name);
     if (!type || !can_decode(*type))
-      throw InputError(cat("--type '", item, "': unknown type '", name,
-                           "' (expected F32, F16, BF16, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, "
-                           "Q5_K, Q6_K or IQ4_XS)"));
+      throw InputError(
+          cat("--type '", item, "': unknown type '", name, "' (expected one of ", type_names(can_decode), ")"));
     const uint64_t block = ggml_type_info(static_cast<uint32_t>(*type))->block_elems;
     for (const TensorSpec& t : gpt_oss_tensors(spec.config))
       if (role_names(role, t) && t.ne[0] % block)
         throw InputError(cat("--type '", item, "': tensor ", t.name, " has rows of ", t.ne[0], " values, not whole ",
                              block, "-value blocks of ", name));
     spec.types.emplace_back(role, *type);
-    at = end + 1;
   }
 }
 

@@ -101,13 +101,13 @@ struct Chosen {
 
 SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
   if (o.max_sequences < 1) throw InputError(cat("--parallel ", o.max_sequences, ": expected at least 1 sequence"));
-  if (o.max_tokens < o.max_sequences)
-    throw InputError(cat("--batch ", o.max_tokens, " is less than --parallel ", o.max_sequences,
+  if (o.step_tokens < o.max_sequences)
+    throw InputError(cat("--batch ", o.step_tokens, " is less than --parallel ", o.max_sequences,
                          ": a step must carry every running sequence's next token"));
   if (o.kv_positions < 0) throw InputError(cat("--kv-size ", o.kv_positions, ": expected a number of positions"));
   SchedulerOptions s;
   s.max_sequences = o.max_sequences;
-  s.max_tokens = o.max_tokens;
+  s.step_tokens = o.step_tokens;
   s.context = o.context;
   s.window = static_cast<int>(c.sliding_window);
   s.stages = shard.mode == SplitMode::layers ? shard.ranks : 1;
@@ -139,7 +139,7 @@ namespace {
 
 ForwardOptions forward_options(const GeneratorOptions& o) {
   return ForwardOptions{
-      .max_tokens = o.max_tokens, .max_context = o.context, .yarn_truncate = o.yarn_truncate, .kernels = o.kernels};
+      .step_tokens = o.step_tokens, .context = o.context, .yarn_truncate = o.yarn_truncate, .kernels = o.kernels};
 }
 
 }  // namespace
@@ -250,15 +250,30 @@ void Generator::apply(const Plan& p) {
   for (int32_t seq : p.leaves) samplers_.erase(seq), alternatives_.erase(seq), constraints_.erase(seq);
 }
 
-Pick Generator::choose(int32_t seq, std::span<float> row) {
-  auto c = constraints_.find(seq);
-  if (c != constraints_.end() && !c->second.mask(row, model_.shard.share.vocab.begin))
-    throw Error(cat("sequence ", seq, ": its constraint allows no next token"));
-  const SplitLogits sl = shard_logits(model_.shard, model_.config.n_vocab, row, exchange_, alone_);
-  const Pick p = pick(sl, samplers_.at(seq), alternatives_.at(seq));
-  if (c != constraints_.end() && !c->second.accept(p.id))
-    throw Error(cat("sequence ", seq, ": its constraint refused the token it allowed (", p.id, ")"));
-  return p;
+std::vector<Pick> Generator::choose(const Batch& batch) {
+  const int64_t width = pass_.vocab_rows();
+  std::vector<int32_t> seqs;
+  std::vector<Draw> draws;
+  for (const BatchEntry& e : batch.entries)
+    if (e.logits > 0) {
+      seqs.push_back(e.seq);
+      draws.push_back(Draw{&samplers_.at(e.seq), std::min(alternatives_.at(e.seq), kMaxTopLogprobs)});
+    }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto c = constraints_.find(seqs[i]);
+    const std::span<float> row(logits_.data() + i * width, static_cast<size_t>(width));
+    if (c != constraints_.end() && !c->second.mask(row, model_.shard.share.vocab.begin))
+      throw Error(cat("sequence ", seqs[i], ": its constraint allows no next token"));
+  }
+  const std::span<const float> rows(logits_.data(), seqs.size() * width);
+  std::vector<Pick> picks =
+      pick(shard_rows(model_.shard, model_.config.n_vocab, rows, width, exchange_, alone_), draws);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto c = constraints_.find(seqs[i]);
+    if (c != constraints_.end() && !c->second.accept(picks[i].id))
+      throw Error(cat("sequence ", seqs[i], ": its constraint refused the token it allowed (", picks[i].id, ")"));
+  }
+  return picks;
 }
 
 void Generator::complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events) {
@@ -283,7 +298,6 @@ void Generator::complete(const Batch& batch, const std::vector<Pick>& picks, con
 
 void Generator::run_together(const Events& events) {
   const bool root = exchange_.rank() == 0;
-  std::vector<Pick> picks;
   for (;;) {
     Plan plan;
     if (root) {
@@ -312,11 +326,7 @@ void Generator::run_together(const Events& events) {
     pass_.run(batch, kv_, logits_.data());
     const double forward = seconds_since(t0);
     t0 = Clock::now();
-    picks.clear();
-    const int64_t rows = pass_.vocab_rows();
-    for (const BatchEntry& e : batch.entries)
-      if (e.logits > 0)
-        picks.push_back(choose(e.seq, {logits_.data() + picks.size() * rows, static_cast<size_t>(rows)}));
+    const std::vector<Pick> picks = choose(batch);
     stats_.sampling_seconds += seconds_since(t0);
     count_step(batch, forward);
     if (root) complete(batch, picks, events);
@@ -386,12 +396,10 @@ void Generator::run_pipeline_stage() {
       continue;
     }
     t0 = Clock::now();
+    const std::vector<Pick> picks = choose(plan.batch);
     chosen.clear();
-    const int64_t rows = pass_.vocab_rows();
     for (const BatchEntry& e : plan.batch.entries)
-      if (e.logits > 0)
-        chosen.push_back(
-            Chosen{e.seq, choose(e.seq, {logits_.data() + chosen.size() * rows, static_cast<size_t>(rows)})});
+      if (e.logits > 0) chosen.push_back(Chosen{e.seq, picks[chosen.size()]});
     stats_.sampling_seconds += seconds_since(t0);
     count_step(plan.batch, forward);
     exchange_.send(chosen.data(), chosen.size() * sizeof(Chosen), 0);
@@ -402,13 +410,16 @@ void Generator::count_step(const Batch& batch, double forward_seconds) {
   stats_.forward_seconds += forward_seconds;
   ++stats_.steps, stats_.tokens += batch.token_count(), ++stats_.step_tokens[batch.token_count()];
   const double exchanged = exchange_.stats().seconds;
+  const uint64_t exchanged_bytes = exchange_.stats().bytes;
   if (batch.token_count() == static_cast<int>(batch.entries.size())) {
     ++stats_.decode_steps, stats_.decode_tokens += batch.token_count();
     stats_.decode += pass_.timings() - counted_;
     stats_.decode_sampling_seconds += stats_.sampling_seconds - counted_sampling_;
     stats_.decode_exchange_seconds += exchanged - counted_exchange_;
+    stats_.decode_exchange_bytes += exchanged_bytes - counted_exchange_bytes_;
   }
   counted_ = pass_.timings(), counted_sampling_ = stats_.sampling_seconds, counted_exchange_ = exchanged;
+  counted_exchange_bytes_ = exchanged_bytes;
 }
 
 }  // namespace tps

@@ -31,7 +31,7 @@ namespace tps {
 
 struct GeneratorOptions {
   int max_sequences = 1;  // running at once
-  int max_tokens = 512;   // per step
+  int step_tokens = 512;  // per step
   int context = 4096;     // positions per sequence
   int kv_positions = 0;   // the full-attention pool, in positions (0: context x max_sequences) ...
   uint64_t kv_bytes = 0;  // ... or the whole pool's bytes on each rank
@@ -100,6 +100,7 @@ class Generator {
     int64_t decode_steps = 0, decode_tokens = 0;
     StepTimings decode;
     double decode_sampling_seconds = 0, decode_exchange_seconds = 0;
+    uint64_t decode_exchange_bytes = 0;  // this rank contributed
   };
   const Stats& stats() const { return stats_; }
   const StepTimings& timings() const { return pass_.timings(); }
@@ -122,9 +123,10 @@ class Generator {
   Plan make_plan(bool stop);
   void tell_waiting(const Events& events);
   void complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events);
-  // The sampling ranks' pick of an entry's next token from its logits row
-  // (masked first when its sequence is constrained).
-  Pick choose(int32_t seq, std::span<float> row);
+  // The sampling ranks' picks of the next tokens of a batch's entries that
+  // have logits, from their rows (masked first where a sequence is
+  // constrained), all chosen together: one exchange per round, not per entry.
+  std::vector<Pick> choose(const Batch& batch);
   void count_step(const Batch& batch, double forward_seconds);
 
   const Model& model_;
@@ -146,6 +148,7 @@ class Generator {
   // At the end of the last step counted: what the next step adds is its own.
   StepTimings counted_;
   double counted_sampling_ = 0, counted_exchange_ = 0;
+  uint64_t counted_exchange_bytes_ = 0;
 };
 
 }  // namespace tps

@@ -4,20 +4,21 @@
 
 namespace tps {
 
-SplitLogits shard_logits(const Shard& s, int64_t vocab, std::span<const float> logits, Exchange& together,
-                         Exchange& alone) {
-  if (s.mode == SplitMode::layers) return SplitLogits{logits, 0, vocab, alone};
-  return SplitLogits{logits, s.share.vocab.begin, vocab, together};
+SplitRows shard_rows(const Shard& s, int64_t vocab, std::span<const float> logits, size_t width, Exchange& together,
+                     Exchange& alone) {
+  if (s.mode == SplitMode::layers) return SplitRows{logits, width, 0, vocab, alone};
+  return SplitRows{logits, width, s.share.vocab.begin, vocab, together};
 }
 
-Pick pick(const SplitLogits& logits, Sampler& sampler, int alternatives) {
-  Pick p;
-  p.id = sampler.sample(logits);
-  if (alternatives > 0) {
-    p.logprob = logprob_of(logits, p.id);
-    for (const TokenLogprob& t : top_logprobs(logits, std::min(alternatives, kMaxTopLogprobs))) p.top[p.n_top++] = t;
+std::vector<Pick> pick(const SplitRows& rows, std::span<const Draw> draws) {
+  std::vector<Pick> picks;
+  for (const Drawn& d : sample_rows(rows, draws)) {
+    Pick& p = picks.emplace_back();
+    p.id = d.id, p.logprob = d.logprob;
+    for (const TokenLogprob& t : d.top)
+      if (p.n_top < kMaxTopLogprobs) p.top[p.n_top++] = t;
   }
-  return p;
+  return picks;
 }
 
 }  // namespace tps

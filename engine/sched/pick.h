@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "engine/model/weights.h"
 #include "engine/step/sampler.h"
@@ -24,13 +25,14 @@ struct Pick {
   TokenLogprob top[kMaxTopLogprobs];
 };
 
-// This rank's logits as the sampler takes them: split inside layers, all
-// ranks' vocabulary rows together (over `together`); a pipeline's last rank
-// holds them all (and decides `alone`).
-SplitLogits shard_logits(const Shard& shard, int64_t vocab, std::span<const float> logits, Exchange& together,
-                         Exchange& alone);
+// This rank's logits rows (of `width` each) as the sampler takes them:
+// split inside layers, all ranks' vocabulary rows together (over
+// `together`); a pipeline's last rank holds them all (and decides `alone`).
+SplitRows shard_rows(const Shard& shard, int64_t vocab, std::span<const float> logits, size_t width, Exchange& together,
+                     Exchange& alone);
 
-// Collective over logits.exchange: every rank gets the same Pick.
-Pick pick(const SplitLogits& logits, Sampler& sampler, int alternatives);
+// Collective over rows.exchange: every rank gets the same Picks, a row's
+// each, chosen together (sample_rows).
+std::vector<Pick> pick(const SplitRows& rows, std::span<const Draw> draws);
 
 }  // namespace tps

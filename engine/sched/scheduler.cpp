@@ -15,7 +15,7 @@ namespace {
 int window_blocks(int window) { return blocks_for(window) + 1; }
 // What prompt chunks may take beyond that, in one step: a chunk of c tokens
 // spans at most blocks_for(c) + 1 more.
-int headroom_blocks(const SchedulerOptions& o) { return o.stages * (blocks_for(o.max_tokens) + 2 * o.max_sequences); }
+int headroom_blocks(const SchedulerOptions& o) { return o.stages * (blocks_for(o.step_tokens) + 2 * o.max_sequences); }
 }  // namespace
 
 int sliding_blocks_needed(const SchedulerOptions& o) {
@@ -53,7 +53,7 @@ int Scheduler::add(std::vector<int32_t> prompt, int max_new) {
 bool Scheduler::next_step(Batch& batch) {
   batch.clear();
   admitted_.clear();
-  int budget = opt_.max_tokens, taken = 0;
+  int budget = opt_.step_tokens, taken = 0;
   // A pipeline's step takes its share of the running sequences, so the next
   // step has others to keep the first stage busy while this one moves on.
   const int active = std::min(opt_.max_sequences, running() + waiting());
@@ -64,7 +64,7 @@ bool Scheduler::next_step(Batch& batch) {
   // prompt starts within the next step instead of after the long one.
   int prompts = static_cast<int>(waiting_.size());
   for (int id : running_) prompts += remaining(seqs_.at(id)) > 1;
-  const int chunk = prompts > 1 ? std::max(1, opt_.max_tokens / 2) : opt_.max_tokens;
+  const int chunk = prompts > 1 ? std::max(1, opt_.step_tokens / 2) : opt_.step_tokens;
   // Every running sequence's next token, then prompts in chunks.
   for (int pass = 0; pass < 2; ++pass)
     for (int id : running_) {

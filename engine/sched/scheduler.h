@@ -30,7 +30,7 @@ namespace tps {
 
 struct SchedulerOptions {
   int max_sequences = 1;  // running at once (--parallel)
-  int max_tokens = 512;   // per step (--batch)
+  int step_tokens = 512;  // per step (--batch)
   int context = 4096;     // positions per sequence (--ctx)
   int full_blocks = 0;    // the KV pool (engine/step/kv_pool.h)
   int sliding_blocks = 0;

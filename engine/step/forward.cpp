@@ -11,6 +11,12 @@
 
 namespace tps {
 
+void check_context(const ModelConfig& c, int context) {
+  if (context < 1) throw InputError(cat("--ctx ", context, ": expected at least 1 position"));
+  if (static_cast<uint32_t>(context) > c.n_ctx_train)
+    throw InputError(cat("--ctx ", context, ": more than the model's context length of ", c.n_ctx_train, " positions"));
+}
+
 ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& pool, Exchange& exchange)
     : c_(m.config),
       w_(m.weights.views),
@@ -21,15 +27,15 @@ ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& po
       exchange_(exchange),
       kernels_(o.kernels ? *o.kernels : best_kernel_set()),
       rope_(make_yarn_rope(m.config, o.yarn_truncate)),
-      moe_(m.config, m.shard, std::max(o.max_tokens, 1), pool, exchange, kernels_) {
-  if (o.max_context < 1) throw InputError(cat("--ctx ", o.max_context, ": expected at least 1 position"));
-  if (o.max_tokens < 1) throw InputError(cat("--batch ", o.max_tokens, ": expected at least 1 token"));
+      moe_(m.config, m.shard, std::max(o.step_tokens, 1), pool, exchange, kernels_) {
+  check_context(m.config, o.context);
+  if (o.step_tokens < 1) throw InputError(cat("--batch ", o.step_tokens, ": expected at least 1 token"));
   const ModelConfig& c = c_;
   const int64_t kv_heads = shard_.share.kv_heads.size();
   n_head_ = static_cast<int>(kv_heads * (c.n_head / c.n_head_kv));
   q_w_ = static_cast<int>(n_head_ * c.head_dim);
   kv_w_ = static_cast<int>(kv_heads * c.head_dim);
-  const int64_t B = o.max_tokens, d = c.n_embd, q = q_w_, kv = kv_w_;
+  const int64_t B = o.step_tokens, d = c.n_embd, q = q_w_, kv = kv_w_;
   auto bytes = [](const Matrix& w) { return static_cast<uint64_t>(w.rows) * w.row_bytes; };
   for (int64_t l = shard_.share.layers.begin; l < shard_.share.layers.end; ++l) {
     const LayerWeights& L = w_.layers[l];
@@ -39,16 +45,16 @@ ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& po
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d);
   xq_.resize(static_cast<int>(B), std::max<int64_t>(d, q));
-  scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(c.n_head / c.n_head_kv) * o.max_context));
+  scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(c.n_head / c.n_head_kv) * o.context));
 }
 
 uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, const ForwardOptions& o, int threads) {
   // The constructor's buffers, one term each, in its order.
-  const uint64_t B = std::max(o.max_tokens, 1), d = c.n_embd, kv_heads = shard.share.kv_heads.size();
+  const uint64_t B = std::max(o.step_tokens, 1), d = c.n_embd, kv_heads = shard.share.kv_heads.size();
   const uint64_t q = kv_heads * (c.n_head / c.n_head_kv) * c.head_dim, kv = kv_heads * c.head_dim;
   const uint64_t ints = 3 * B, floats = 2 * B * d + 2 * B * q + 2 * B * kv, fixed = B * d;
   const uint64_t scores = static_cast<uint64_t>(std::max(threads, 1)) * (c.n_head / c.n_head_kv) *
-                          static_cast<uint64_t>(std::max(o.max_context, 1));
+                          static_cast<uint64_t>(std::max(o.context, 1));
   return 4 * (ints + floats + scores) + 8 * fixed + QuantizedActivations::bytes_for(B, std::max(d, q)) +
          MoeBlock::buffer_bytes(c, shard, static_cast<int>(B));
 }
@@ -61,15 +67,14 @@ Activations ForwardPass::prepare(const float* x, int n, int64_t cols, bool q8) {
 void ForwardPass::run(const Batch& batch, KvPool& kv, float* logits) {
   const int n = batch.token_count();
   const int64_t d = c_.n_embd;
-  if (n < 1 || n > opt_.max_tokens) throw Error(cat("a step of ", n, " tokens (expected 1..", opt_.max_tokens, ")"));
+  if (n < 1 || n > opt_.step_tokens) throw Error(cat("a step of ", n, " tokens (expected 1..", opt_.step_tokens, ")"));
   for (int32_t id : batch.tokens)
     if (id < 0 || static_cast<uint32_t>(id) >= c_.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", c_.n_vocab - 1, ")"));
   for (size_t e = 0; e < batch.entries.size(); ++e) {
     const BatchEntry& en = batch.entries[e];
-    if (en.pos < 0 || en.pos + en.count > opt_.max_context)
-      throw Error(
-          cat("positions ", en.pos, "..", en.pos + en.count - 1, " are outside the context of ", opt_.max_context));
+    if (en.pos < 0 || en.pos + en.count > opt_.context)
+      throw Error(cat("positions ", en.pos, "..", en.pos + en.count - 1, " are outside the context of ", opt_.context));
     for (int i = 0; i < en.count; ++i)
       token_entry_[en.first + i] = static_cast<int>(e), token_pos_[en.first + i] = en.pos + i;
   }

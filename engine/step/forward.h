@@ -42,11 +42,15 @@
 namespace tps {
 
 struct ForwardOptions {
-  int max_tokens = 512;                // tokens per step, at most (llama.cpp's default micro-batch)
-  int max_context = 4096;              // positions a sequence may reach
+  int step_tokens = 512;               // tokens per step, at most (llama.cpp's default micro-batch)
+  int context = 4096;                  // positions a sequence may reach
   bool yarn_truncate = false;          // llama.cpp's rounded YaRN range (see rope.h)
   const KernelSet* kernels = nullptr;  // nullptr: the CPU's best
 };
+
+// Throws InputError naming --ctx unless 1 <= context <= the model's context
+// length: the one check of a context, made before anything is sized by it.
+void check_context(const ModelConfig& config, int context);
 
 class ForwardPass {
  public:
@@ -60,7 +64,7 @@ class ForwardPass {
                                int threads);
 
   // Runs one step; every rank calls it with the same batch (at most
-  // max_tokens tokens, positions below max_context, block tables that cover
+  // step_tokens tokens, positions below context, block tables that cover
   // every position a token sees). Stores the step's keys and values in kv.
   // logits: [batch.logit_rows()][the rank's vocabulary rows], entry by entry
   // (nothing on a rank without output rows). Throws InputError for a token
@@ -100,12 +104,12 @@ class ForwardPass {
   // The step's tokens: each one's entry, position, and the order attention
   // takes them in (most positions seen first).
   std::vector<int> token_entry_, token_pos_, attention_order_;
-  // Activations, [max_tokens][width] f32; the attention output's fixed-point sums.
+  // Activations, [step_tokens][width] f32; the attention output's fixed-point sums.
   std::vector<float> x_, xn_, q_, k_, v_, attn_;
   std::vector<int64_t> proj_;
   QuantizedActivations xq_;  // quantized input of the current product
   MoeBlock moe_;
-  std::vector<std::vector<float>> scores_;  // per thread: attention scores [heads per kv head][max_context]
+  std::vector<std::vector<float>> scores_;  // per thread: attention scores [heads per kv head][context]
 };
 
 }  // namespace tps

@@ -25,7 +25,7 @@ void select_experts(std::span<const float> r, int k, int* experts, float* weight
   }
 }
 
-MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, ThreadPool& pool, Exchange& exchange,
+MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int step_tokens, ThreadPool& pool, Exchange& exchange,
                    const KernelSet& kernels)
     : c_(c),
       shard_(shard),
@@ -36,7 +36,7 @@ MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, Thr
       ff_(shard.share.ff.size()),
       n_expert_(static_cast<int>(c.n_expert)),
       k_(static_cast<int>(c.n_expert_used)) {
-  const int64_t B = max_tokens, entries = B * k_;
+  const int64_t B = step_tokens, entries = B * k_;
   xn_.resize(B * d_);
   xq_.resize(static_cast<int>(entries), d_);
   router_.resize(B * n_expert_);
@@ -48,9 +48,9 @@ MoeBlock::MoeBlock(const ModelConfig& c, const Shard& shard, int max_tokens, Thr
   down_.resize(entries * d_), out_.resize(B * d_);
 }
 
-uint64_t MoeBlock::buffer_bytes(const ModelConfig& c, const Shard& shard, int max_tokens) {
+uint64_t MoeBlock::buffer_bytes(const ModelConfig& c, const Shard& shard, int step_tokens) {
   // The constructor's buffers, one term each, in its order.
-  const uint64_t B = max_tokens, entries = B * c.n_expert_used, d = c.n_embd, ff = shard.share.ff.size();
+  const uint64_t B = step_tokens, entries = B * c.n_expert_used, d = c.n_embd, ff = shard.share.ff.size();
   const uint64_t floats = B * d + B * c.n_expert + entries /* topk_w_ */ + entries /* entry_weight_ */ + entries * d +
                           2 * entries * ff + entries * ff;
   const uint64_t ints = entries * 4 /* topk_, entry_of_, entry_token_, entry_choice_ */ + 3 * c.n_expert /* groups_ */;

@@ -40,8 +40,8 @@ void select_experts(std::span<const float> logits, int k, int* experts, float* w
 class MoeBlock {
  public:
   // The bytes of the buffers the constructor sizes, from the shapes alone.
-  static uint64_t buffer_bytes(const ModelConfig& config, const Shard& shard, int max_tokens);
-  MoeBlock(const ModelConfig& config, const Shard& shard, int max_tokens, ThreadPool& pool, Exchange& exchange,
+  static uint64_t buffer_bytes(const ModelConfig& config, const Shard& shard, int step_tokens);
+  MoeBlock(const ModelConfig& config, const Shard& shard, int step_tokens, ThreadPool& pool, Exchange& exchange,
            const KernelSet& kernels);
 
   // x [n][d], the residual stream of n tokens: x += the block's output.
@@ -68,21 +68,21 @@ class MoeBlock {
   struct Group {
     int expert, first, count;  // local expert index; entries [first, first + count)
   };
-  std::vector<float> xn_;                        // [max_tokens][d] the normalized input
+  std::vector<float> xn_;                        // [step_tokens][d] the normalized input
   QuantizedActivations xq_;                      // its int8 form (router), then the gathered inputs' (gate, up)
-  std::vector<float> router_;                    // [max_tokens][n_expert] router logits
-  std::vector<int> topk_;                        // [max_tokens][k] chosen experts
-  std::vector<float> topk_w_;                    // [max_tokens][k] their weights
+  std::vector<float> router_;                    // [step_tokens][n_expert] router logits
+  std::vector<int> topk_;                        // [step_tokens][k] chosen experts
+  std::vector<float> topk_w_;                    // [step_tokens][k] their weights
   std::vector<Group> groups_;                    // by local expert, those chosen
   std::vector<int> entry_token_, entry_choice_;  // [entries]: the token, its t * k + j
   std::vector<float> entry_weight_;              // [entries]: its choice's weight
-  std::vector<int> entry_of_;                    // [max_tokens][k] entry of each choice, -1 if not this rank's
+  std::vector<int> entry_of_;                    // [step_tokens][k] entry of each choice, -1 if not this rank's
   std::vector<float> gathered_;                  // [entries][d] the entries' inputs
   std::vector<float> gate_up_;                   // [entries][ff] gate outputs, then [entries][ff] up outputs
   std::vector<float> swiglu_;                    // [entries][ff]
   QuantizedActivations act_q_;                   // the SwiGLU outputs, int8
   std::vector<int64_t> down_;                    // [entries][d] weighted, fixed point
-  std::vector<int64_t> out_;                     // [max_tokens][d] this rank's part of the output, fixed point
+  std::vector<int64_t> out_;                     // [step_tokens][d] this rank's part of the output, fixed point
 };
 
 }  // namespace tps

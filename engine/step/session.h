@@ -14,8 +14,8 @@
 namespace tps {
 
 struct SessionOptions {
-  int n_ctx = 4096;                    // positions the sequence may reach
-  int max_batch = 512;                 // prompt tokens per step (llama.cpp's default micro-batch)
+  int context = 4096;                  // positions the sequence may reach
+  int step_tokens = 512;               // prompt tokens per step (llama.cpp's default micro-batch)
   KvType kv_type = kDefaultKvType;     // the KV pool's keys and values (kernels/kv_format.h)
   bool yarn_truncate = false;          // llama.cpp's rounded YaRN range (see rope.h)
   const KernelSet* kernels = nullptr;  // nullptr: the CPU's best
@@ -26,7 +26,7 @@ class Session {
   // exchange connects the ranks that share the model (a solo one for one rank).
   Session(const Model& model, const SessionOptions& options, ThreadPool& pool, Exchange& exchange);
 
-  // Runs tokens at the next positions, in steps of max_batch; every rank
+  // Runs tokens at the next positions, in steps of step_tokens; every rank
   // calls it with the same tokens. Logits of the rank's vocabulary rows: of
   // the last token into `logits` ([rows]), or of every token ([n][rows])
   // when all_logits; empty on a rank without output rows. Throws InputError
@@ -39,7 +39,7 @@ class Session {
 
   const StepTimings& timings() const { return pass_.timings(); }
   int position() const { return pos_; }
-  int context() const { return opt_.n_ctx; }
+  int context() const { return opt_.context; }
 
  private:
   SessionOptions opt_;

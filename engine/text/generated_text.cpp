@@ -3,7 +3,7 @@
 namespace tps {
 
 GeneratedText::GeneratedText(const TextOptions& o) : o_(o) {
-  if (o.max_tokens == 0) stop_ = "length";
+  if (o.max_new_tokens == 0) stop_ = "length";
 }
 
 std::string GeneratedText::accept(int32_t id, const Tokenizer& tokenizer) {
@@ -12,7 +12,7 @@ std::string GeneratedText::accept(int32_t id, const Tokenizer& tokenizer) {
     stop_ = "stop token";
     return "";
   }
-  if (static_cast<int>(out_.size()) == o_.max_tokens) stop_ = "length";
+  if (static_cast<int>(out_.size()) == o_.max_new_tokens) stop_ = "length";
   const std::string& piece = tokenizer.token_bytes(id);
   if (o_.harmony) {
     const HarmonyStream::Step st = harmony_.push(id, piece);

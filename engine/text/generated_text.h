@@ -14,7 +14,7 @@
 namespace tps {
 
 struct TextOptions {
-  int max_tokens = 256;        // the "length" stop
+  int max_new_tokens = 256;    // the "length" stop
   bool harmony = false;        // show harmony channels, not raw text
   bool show_analysis = false;  // with harmony: the analysis channel too
 };
