@@ -114,7 +114,7 @@ class Chat {
         render_conversation(conversation_, [this](const std::string& s) { return tok_.encode(s); });
     SequenceParams params;
     params.sampler = o_.sampler;
-    params.max_new = o_.max_new_tokens;
+    params.max_new_tokens = o_.max_new_tokens;
     if (!o_.seed_given) params.sampler.seed = std::random_device{}();
     prompt_ = static_cast<int>(prompt.size());
     try {

@@ -50,7 +50,7 @@ void add_sequences(const RunOptions& o, const SamplerParams& sp, const std::vect
     SequenceParams params;
     params.sampler = sp;
     params.sampler.seed = sp.seed + static_cast<uint64_t>(i);
-    params.max_new = o.max_new_tokens;
+    params.max_new_tokens = o.max_new_tokens;
     params.top_logprobs = o.top_logprobs;
     params.constraint = constraint;
     const int id = gen.add(f.prompt, params);

@@ -90,7 +90,7 @@ void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r
   if (max > limits.context)
     throw bad(body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
               "max tokens " + std::to_string(max) + " is more than the context of " + std::to_string(limits.context));
-  r.max_tokens = static_cast<int>(max);
+  r.max_new_tokens = static_cast<int>(max);
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& s = body["stop"];
     if (s.is_string()) {
@@ -199,7 +199,8 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   }
   c.reasoning = effort;
   read_tools(body, limits, r);
-  r.output = read_chat_constraint(body, effort_budget(effort, r.max_tokens > 0 ? r.max_tokens : limits.context));
+  r.output =
+      read_chat_constraint(body, effort_budget(effort, r.max_new_tokens > 0 ? r.max_new_tokens : limits.context));
   if (!body.contains("messages")) throw bad("messages", "'messages' is missing");
   const json& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) throw bad("messages", "'messages' must be a non-empty array");

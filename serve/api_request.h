@@ -45,7 +45,7 @@ struct GenerationRequest {
   bool stream = false, include_usage = false;
   SamplerParams sampler;
   bool seed_given = false;
-  int max_tokens = 0;  // 0: until the context is full
+  int max_new_tokens = 0;  // max_tokens or max_completion_tokens; 0: until the context is full
   std::vector<std::string> stop;
   bool logprobs = false;
   int top_logprobs = 0;

@@ -210,7 +210,7 @@ std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const G
   job->params.sampler = r.sampler;
   if (!r.seed_given) job->params.sampler.seed = std::random_device{}();
   const int room = limits_.context - static_cast<int>(prompt.size());
-  job->params.max_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
+  job->params.max_new_tokens = r.max_new_tokens > 0 ? std::min(r.max_new_tokens, room) : room;
   job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
   job->params.constraint = r.output.spec;
   job->prompt = std::move(prompt);
@@ -326,11 +326,11 @@ Generator::Events Server::events() {
     }
     job->cv.notify_all();
     metrics_.generated_token();
-    const char* why = is_stop_token(p.id)                       ? "stop"
-                      : ++job->generated >= job->params.max_new ? "length"
-                      : job->cancelled                          ? "cancelled"
-                      : Clock::now() > job->deadline            ? "length"
-                                                                : nullptr;
+    const char* why = is_stop_token(p.id)                              ? "stop"
+                      : ++job->generated >= job->params.max_new_tokens ? "length"
+                      : job->cancelled                                 ? "cancelled"
+                      : Clock::now() > job->deadline                   ? "length"
+                                                                       : nullptr;
     if (!why) return true;
     job->end(why);
     live_.erase(seq);

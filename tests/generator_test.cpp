@@ -71,7 +71,7 @@ std::vector<std::vector<Step>> together(const Model& m, ThreadPool& pool, const 
   std::vector<std::vector<Step>> out(first.size() + later.size());
   SequenceParams params;
   params.sampler.temperature = 0;
-  params.max_new = n;
+  params.max_new_tokens = n;
   params.top_logprobs = 5;
   for (const auto& p : first) index[gen.add(p, params)] = static_cast<int>(index.size());
   bool added_later = false;
@@ -156,7 +156,7 @@ TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {
   Exchange solo;
   Generator gen(m, pool, solo, o);
   SequenceParams params;
-  params.sampler.temperature = 0, params.max_new = n, params.top_logprobs = 5;
+  params.sampler.temperature = 0, params.max_new_tokens = n, params.top_logprobs = 5;
   const int sa = gen.add(a, params), sb = gen.add(b, params), sc = gen.add(c, params), sd = gen.add(d, params);
   std::map<int, std::vector<Step>> got;
   bool canceled = false;
@@ -205,7 +205,7 @@ TEST(Generator, ConstrainedOutputIsAlwaysTheSchemasJson) {
     SequenceParams constrained, free;
     constrained.sampler.temperature = free.sampler.temperature = 1;
     constrained.sampler.seed = free.sampler.seed = seed;
-    constrained.max_new = 200, free.max_new = 20;
+    constrained.max_new_tokens = 200, free.max_new_tokens = 20;
     constrained.constraint = R"({"format":"json_schema","schema":)" + schema + "}";
     gen.add(prompt(6, 1), constrained);
     const int f = gen.add(prompt(6, 1), free);
@@ -255,7 +255,7 @@ TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   Exchange solo;
   Generator gen(m, pool, solo, o);
   SequenceParams p;
-  p.sampler.temperature = 1, p.sampler.seed = 5, p.max_new = 120;
+  p.sampler.temperature = 1, p.sampler.seed = 5, p.max_new_tokens = 120;
   p.constraint = R"({"format":"harmony","reasoning_budget":6,"final":{"schema":{"type":"boolean"}}})";
   gen.add(prompt(6, 2), p);
   std::vector<int32_t> ids;

@@ -255,7 +255,7 @@ TEST(ApiRequest, RendersTheConversationAsHarmonyKeepsIt) {
        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\":1}"}}]},
       {"role": "tool", "tool_call_id": "c1", "content": "1"}]})"),
                                            kLimits);
-  EXPECT_EQ(r.max_tokens, 10);
+  EXPECT_EQ(r.max_new_tokens, 10);
   EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
   EXPECT_TRUE(r.tools);
   const Conversation& c = r.conversation;

@@ -181,14 +181,14 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
 
 int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
   validate(params.sampler);
-  if (params.max_new < 1) throw InputError(cat("max tokens ", params.max_new, ": expected at least 1"));
+  if (params.max_new_tokens < 1) throw InputError(cat("max tokens ", params.max_new_tokens, ": expected at least 1"));
   if (params.top_logprobs < 0 || params.top_logprobs > kMaxTopLogprobs)
     throw InputError(cat("top logprobs ", params.top_logprobs, ": expected 0..", kMaxTopLogprobs));
   for (int32_t id : prompt)
     if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
   if (!params.constraint.empty()) constraint_cache_.get(params.constraint);  // refused here, not on a rank
-  const int seq = scheduler_.add(std::move(prompt), params.max_new);
+  const int seq = scheduler_.add(std::move(prompt), params.max_new_tokens);
   params_[seq] = params;
   return seq;
 }

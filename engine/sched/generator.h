@@ -55,9 +55,9 @@ uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& con
 // What a sequence asks for besides its prompt.
 struct SequenceParams {
   SamplerParams sampler;
-  int max_new = 256;       // tokens to generate at most
-  int top_logprobs = 0;    // alternatives each Pick reports
-  std::string constraint;  // a grammar its output is held to (constraint.h); empty: none
+  int max_new_tokens = 256;  // tokens to generate at most
+  int top_logprobs = 0;      // alternatives each Pick reports
+  std::string constraint;    // a grammar its output is held to (constraint.h); empty: none
 };
 
 class Generator {

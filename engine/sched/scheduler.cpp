@@ -30,21 +30,22 @@ Scheduler::Scheduler(const SchedulerOptions& o)
                          sliding_blocks_needed(o), " that ", o.max_sequences, " sequences need"));
 }
 
-int Scheduler::add(std::vector<int32_t> prompt, int max_new) {
+int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens) {
   if (prompt.empty()) throw InputError("the prompt is empty");
   if (static_cast<int>(prompt.size()) > opt_.context)
     throw InputError(
         cat("the prompt is ", prompt.size(), " tokens, longer than the context of ", opt_.context, " (use --ctx)"));
-  const int need = blocks_for(std::min<int>(static_cast<int>(prompt.size()) + max_new, opt_.context));
+  const int need = blocks_for(std::min<int>(static_cast<int>(prompt.size()) + max_new_tokens, opt_.context));
   if (need > blocks_.total(BlockKind::full))
-    throw InputError(cat("a sequence of up to ", std::min<int>(static_cast<int>(prompt.size()) + max_new, opt_.context),
+    throw InputError(cat("a sequence of up to ",
+                         std::min<int>(static_cast<int>(prompt.size()) + max_new_tokens, opt_.context),
                          " positions needs ", need, " KV blocks; the pool has ", blocks_.total(BlockKind::full),
                          " (use a larger --kv-size)"));
   Sequence s;
   s.id = next_id_++;
   s.prompt = static_cast<int>(prompt.size());
   s.tokens = std::move(prompt);
-  s.max_new = max_new;
+  s.max_new_tokens = max_new_tokens;
   seqs_.emplace(s.id, std::move(s));
   waiting_.push_back(next_id_ - 1);
   return next_id_ - 1;
@@ -92,7 +93,7 @@ bool Scheduler::next_step(Batch& batch) {
 
 bool Scheduler::admit(Sequence& s) {
   if (opt_.prefix_reuse) reuse_prefix(s);
-  const int positions = std::min(static_cast<int>(s.tokens.size()) + s.max_new, opt_.context);
+  const int positions = std::min(static_cast<int>(s.tokens.size()) + s.max_new_tokens, opt_.context);
   const int full = blocks_for(positions) - static_cast<int>(s.full.size());
   const int sliding = std::min(window_blocks_, blocks_for(positions)) - static_cast<int>(s.sliding.size());
   if (blocks_.unpromised(BlockKind::full) >= full && blocks_.unpromised(BlockKind::sliding) >= sliding) {

@@ -8,7 +8,7 @@
 //
 // A sequence is admitted (arrival order, up to max_sequences at once) when
 // the KV blocks it may need can be promised to it: its full-attention
-// blocks for min(prompt + max_new, context) positions, less those it reuses,
+// blocks for min(prompt + max_new_tokens, context) positions, less those it reuses,
 // and a sliding window's worth of sliding blocks (a shared headroom covers
 // what a prompt chunk needs beyond the window). Until then it waits, and
 // says why. Its prompt first reuses the longest prefix of whole blocks the
@@ -52,7 +52,7 @@ class Scheduler {
     int id = 0;
     std::vector<int32_t> tokens;  // the prompt, then what was generated
     int prompt = 0;               // its prompt's tokens
-    int max_new = 0;              // tokens it may generate
+    int max_new_tokens = 0;       // tokens it may generate
     int computed = 0;             // positions whose keys and values are in the pool
     int reused = 0;               // prompt tokens taken from the prefix cache
     bool admitted = false, in_flight = false;
@@ -70,7 +70,7 @@ class Scheduler {
   // A new sequence; it waits for a place. Throws InputError when it could
   // never run: an empty prompt, a prompt longer than the context, more KV
   // blocks than the pool has.
-  int add(std::vector<int32_t> prompt, int max_new);
+  int add(std::vector<int32_t> prompt, int max_new_tokens);
 
   // Builds the next step from the sequences not in flight (see above), marks
   // them in flight, and takes their blocks. False when nothing can run.
