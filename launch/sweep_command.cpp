@@ -8,6 +8,7 @@
 #include "launch/json_output.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
+#include "runtime/hash.h"
 
 namespace tps {
 
@@ -17,11 +18,8 @@ namespace {
 // the same on every rank.
 std::vector<int32_t> sweep_tokens(int n, int32_t vocab) {
   std::vector<int32_t> ids(n);
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (int32_t& id : ids) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(vocab));
-  }
+  uint64_t state = 0;
+  for (int32_t& id : ids) id = static_cast<int32_t>(splitmix64(state) % static_cast<uint64_t>(vocab));
   return ids;
 }
 
