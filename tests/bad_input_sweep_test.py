@@ -11,6 +11,8 @@ ones must run.
 """
 
 import argparse
+import concurrent.futures
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -21,6 +23,7 @@ from pathlib import Path
 
 ARGS = None
 SPECIAL = {}  # name -> path: a FIFO, a device, a directory, an empty file
+WORKERS = 4  # cases at once: 2 cores, and a case mostly waits (MPI start-up, an exit)
 
 # tpsrun generation: flag -> (values that must be refused, values that must run).
 GENERATE = {
@@ -52,48 +55,70 @@ def files(value):
     return SPECIAL.get(value, value)
 
 
+@dataclasses.dataclass
+class Case:
+    argv: list  # the tool and its arguments
+    names: list  # what the error line may name (one of them)
+    refused: bool = True  # else it must run (exit 0)
+    ranks: int = 1  # more: under mpirun
+
+    def command(self):
+        return ([*shlex.split(ARGS.mpiexec), "-q", "-np", str(self.ranks)] if self.ranks > 1 else []) + self.argv
+
+
+def run(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=60)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 class Sweep(unittest.TestCase):
-    def run_case(self, argv, tool, refused, names, ranks=1):
-        cmd = ([*shlex.split(ARGS.mpiexec), "-q", "-np", str(ranks)] if ranks > 1 else []) + argv
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=60)
-        except subprocess.TimeoutExpired:
-            self.fail(f"{shlex.join(cmd)}: still running after 60 s")
-        where = f"{shlex.join(cmd)}\nstderr: {done.stderr!r}"
-        if not refused:
+    def run_cases(self, cases):
+        """Runs the cases WORKERS at a time (a case mostly waits for its
+        processes to start), then checks each in a subtest of its own."""
+        with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+            results = list(pool.map(run, [c.command() for c in cases]))
+        for case, done in zip(cases, results):
+            cmd = shlex.join(case.command())
+            with self.subTest(cmd=cmd):
+                self.check(case, cmd, done)
+
+    def check(self, case, cmd, done):
+        if done is None:
+            self.fail(f"{cmd}: still running after 60 s")
+        where = f"{cmd}\nstderr: {done.stderr!r}"
+        if not case.refused:
             self.assertEqual(done.returncode, 0, where)
             return
         self.assertEqual(done.returncode, 2, where)
         lines = done.stderr.splitlines()
         self.assertEqual(len(lines), 1, where)
+        tool = Path(case.argv[0]).name
         self.assertTrue(lines[0].startswith(f"{tool}: "), where)
         self.assertNotIn("internal error", lines[0], where)
-        names = [n for n in names if n]
+        names = [n for n in case.names if n]
         self.assertTrue(any(n in lines[0] for n in names), f"names none of {names}: {where}")
 
-    def generate(self, flag, value):
+    def generate(self, flag, value, refused=True, ranks=1):
         """tpsrun generating 2 tokens of "hi" on the model, but for what flag replaces."""
         argv = [f"{ARGS.bin}/tpsrun", "-q"]
         argv += [] if flag == "-m" else ["-m", ARGS.model]
         argv += [] if flag == "--prompts-file" else ["-p", "hi"]
         argv += [] if flag == "-n" else ["-n", "2"]
-        return argv + [flag, files(value)], [flag, *ALIASES.get(flag, []), files(value) if value else ""]
+        return Case(argv + [flag, files(value)], [flag, *ALIASES.get(flag, []), files(value) if value else ""],
+                    refused, ranks)
 
     def test_generate_one_rank(self):
-        for flag, (bad, good) in GENERATE.items():
-            for value in bad + good:
-                with self.subTest(flag=flag, value=value):
-                    argv, names = self.generate(flag, value)
-                    self.run_case(argv, "tpsrun", value in bad, names)
+        self.run_cases([self.generate(flag, value, value in bad) for flag, (bad, good) in GENERATE.items()
+                        for value in bad + good])
 
     def test_generate_two_ranks(self):
         # What every rank sees is said once; a sample of each kind of refusal.
-        for flag, value in [("--ctx", "1e9"), ("--ctx", "2147483647"), ("--batch", "100000000"), ("-t", "100000"),
-                            ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1"),
-                            ("--quantize", "experts=q8_0"), ("--kv-type", "q4_0")]:
-            with self.subTest(flag=flag, value=value):
-                argv, names = self.generate(flag, value)
-                self.run_case(argv, "tpsrun", True, names, ranks=2)
+        self.run_cases([self.generate(flag, value, ranks=2) for flag, value in [
+            ("--ctx", "1e9"), ("--ctx", "2147483647"), ("--batch", "100000000"), ("-t", "100000"),
+            ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1"),
+            ("--quantize", "experts=q8_0"), ("--kv-type", "q4_0")]])
 
     def test_modes(self):
         m = ["-m", ARGS.model]
@@ -118,26 +143,22 @@ class Sweep(unittest.TestCase):
             (["tokenize", "-m", files("fifo"), "--text", "hi"], files("fifo")),
             (["tokenize", *m, "--text", ""], "--text"),
         ]
-        for argv, name in cases:
-            with self.subTest(argv=argv):
-                self.run_case([f"{ARGS.bin}/tpsrun", "-q", *argv], "tpsrun", True, [name])
+        self.run_cases([Case([f"{ARGS.bin}/tpsrun", "-q", *argv], [name]) for argv, name in cases])
 
     def test_serve(self):
         # Refused before it listens: a value taken would serve with it (a
         # --timeout of nan or 1e30 ended every request at once, empty).
-        cases = {
+        values = {
             "--timeout": ["nan", "inf", "1e30", "0", "-1", "abc", "604801"],
             "--max-queue": ["0", "5000", "99999999999"],
             "--port": ["-1", "65536"],
         }
-        for flag, values in cases.items():
-            for value in values:
-                with self.subTest(flag=flag, value=value):
-                    argv = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0", flag, value]
-                    self.run_case(argv, "tpsrun", True, [flag])
+        serve = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0"]
+        cases = [Case([*serve, flag, value], [flag]) for flag, vs in values.items() for value in vs]
         # What failed is said: httplib's bind left errno at 0, "(Success)".
-        argv = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0", "--host", "no.such.host.invalid"]
-        self.run_case(argv, "tpsrun", True, ["--host no.such.host.invalid: the host name does not resolve"])
+        cases.append(Case([*serve, "--host", "no.such.host.invalid"],
+                          ["--host no.such.host.invalid: the host name does not resolve"]))
+        self.run_cases(cases)
 
     def test_tpstopo(self):
         cases = [
@@ -156,9 +177,7 @@ class Sweep(unittest.TestCase):
             (["--preset", "120b", "--model", ARGS.model], "--preset"),
             (["--preset", "120b", "--quantize", "experts=q2_k"], "--quantize"),
         ]
-        for argv, name in cases:
-            with self.subTest(argv=argv):
-                self.run_case([f"{ARGS.bin}/tpstopo", *argv], "tpstopo", True, [name])
+        self.run_cases([Case([f"{ARGS.bin}/tpstopo", *argv], [name]) for argv, name in cases])
 
     def test_mkmodel(self):
         out = str(Path(SPECIAL["directory"]) / "m.gguf")
@@ -174,10 +193,8 @@ class Sweep(unittest.TestCase):
             (["--split-max-size", "12"], "--split-max-size"),
             (["--split-max-size", "17179869184G"], "--split-max-size"),
         ]
-        for argv, name in cases:
-            with self.subTest(argv=argv):
-                self.run_case([f"{ARGS.bin}/tps-mkmodel", "-q", "--preset", "tiny", "-o", out, *argv],
-                              "tps-mkmodel", True, [name])
+        self.run_cases([Case([f"{ARGS.bin}/tps-mkmodel", "-q", "--preset", "tiny", "-o", out, *argv], [name])
+                        for argv, name in cases])
         self.assertFalse(Path(out).exists())
 
 
