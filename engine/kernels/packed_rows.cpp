@@ -10,10 +10,6 @@
 namespace tps {
 namespace {
 
-[[noreturn]] void not_packed(GgmlType type) {
-  throw Error(cat("packed rows: ", type_name(type), " rows are not repacked"));
-}
-
 // Where row r's group of block b starts, in a tile of T rows (every group
 // before it full).
 PackedGroup group_at(const PackedFormat& f, int64_t blocks, int64_t T, int64_t r, int64_t b) {
@@ -123,25 +119,7 @@ void pack_codes(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t*
 
 }  // namespace
 
-PackedFormat packed_format(GgmlType type) {
-  switch (type) {
-    case GgmlType::Q8_0: return {.bytes = true, .nibbles = false, .scale_bytes = 2};
-    case GgmlType::MXFP4: return {.bytes = false, .nibbles = true, .scale_bytes = 1};
-    case GgmlType::Q4_0:
-    case GgmlType::IQ4_NL: return {.bytes = false, .nibbles = true, .scale_bytes = 2};
-    case GgmlType::Q4_1: return {.bytes = false, .nibbles = true, .scale_bytes = 4};
-    case GgmlType::Q5_0: return {.bytes = false, .nibbles = true, .one_bit = 4, .scale_bytes = 2};
-    case GgmlType::Q5_1: return {.bytes = false, .nibbles = true, .one_bit = 4, .scale_bytes = 4};
-    case GgmlType::Q2_K: return {.bytes = false, .nibbles = false, .two_bits = 0, .scale_bytes = 36, .per_group = true};
-    case GgmlType::Q3_K:
-      return {.bytes = false, .nibbles = false, .two_bits = 0, .one_bit = 2, .scale_bytes = 18, .per_group = true};
-    case GgmlType::Q4_K: return {.bytes = false, .nibbles = true, .scale_bytes = 20, .per_group = true};
-    case GgmlType::Q5_K: return {.bytes = false, .nibbles = true, .one_bit = 4, .scale_bytes = 20, .per_group = true};
-    case GgmlType::Q6_K: return {.bytes = false, .nibbles = true, .two_bits = 4, .scale_bytes = 18, .per_group = true};
-    case GgmlType::IQ4_XS: return {.bytes = false, .nibbles = true, .scale_bytes = 10, .per_group = true};
-    default: not_packed(type);
-  }
-}
+void not_packed(GgmlType type) { throw Error(cat("packed rows: ", type_name(type), " rows are not repacked")); }
 
 uint64_t packed_row_bytes(GgmlType type, int64_t cols) {
   if (!is_packed_type(type)) return row_bytes(type, static_cast<uint64_t>(cols));
@@ -154,16 +132,6 @@ uint64_t packed_row_bytes(GgmlType type, int64_t cols) {
 
 PackedGroup packed_group(GgmlType type, int64_t blocks, int64_t T, int64_t r, int64_t b) {
   return group_at(packed_format(type), blocks, T, r, b);
-}
-
-int packed_code(const PackedFormat& f, const uint8_t* v, int g, int lane, int j) {
-  const int k = quad_of(j), at = 4 * lane + j % 4;
-  if (f.bytes) return static_cast<int8_t>(v[4 * g * k + at]);
-  int code = 0;
-  if (f.nibbles) code |= (v[4 * g * (k / 2) + at] >> 4 * (k % 2)) & 15;
-  if (f.two_bits >= 0) code |= ((v[two_bit_plane(f, g) + 4 * g * (k / 4) + at] >> 2 * (k % 4)) & 3) << f.two_bits;
-  if (f.one_bit >= 0) code |= ((v[one_bit_plane(f, g) + at] >> k) & 1) << f.one_bit;
-  return code;
 }
 
 void pack_rows(GgmlType type, const uint8_t* src, uint64_t src_stride, uint8_t* dst, int64_t rows, int64_t cols) {

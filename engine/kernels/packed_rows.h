@@ -100,8 +100,30 @@ constexpr int one_bit_plane(const PackedFormat& f, int g) {
   return two_bit_plane(f, g) + (f.two_bits >= 0 ? 8 * g : 0);
 }
 
-// The layout of a packed type (an Error for another type).
-PackedFormat packed_format(GgmlType type);
+// Throws the Error for a type that is not repacked.
+[[noreturn]] void not_packed(GgmlType type);
+
+// The layout of a packed type (an Error for another type). Inline and
+// constexpr so that the scalar kernels, instantiated per type, fold it.
+constexpr PackedFormat packed_format(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return {.bytes = true, .nibbles = false, .scale_bytes = 2};
+    case GgmlType::MXFP4: return {.bytes = false, .nibbles = true, .scale_bytes = 1};
+    case GgmlType::Q4_0:
+    case GgmlType::IQ4_NL: return {.bytes = false, .nibbles = true, .scale_bytes = 2};
+    case GgmlType::Q4_1: return {.bytes = false, .nibbles = true, .scale_bytes = 4};
+    case GgmlType::Q5_0: return {.bytes = false, .nibbles = true, .one_bit = 4, .scale_bytes = 2};
+    case GgmlType::Q5_1: return {.bytes = false, .nibbles = true, .one_bit = 4, .scale_bytes = 4};
+    case GgmlType::Q2_K: return {.bytes = false, .nibbles = false, .two_bits = 0, .scale_bytes = 36, .per_group = true};
+    case GgmlType::Q3_K:
+      return {.bytes = false, .nibbles = false, .two_bits = 0, .one_bit = 2, .scale_bytes = 18, .per_group = true};
+    case GgmlType::Q4_K: return {.bytes = false, .nibbles = true, .scale_bytes = 20, .per_group = true};
+    case GgmlType::Q5_K: return {.bytes = false, .nibbles = true, .one_bit = 4, .scale_bytes = 20, .per_group = true};
+    case GgmlType::Q6_K: return {.bytes = false, .nibbles = true, .two_bits = 4, .scale_bytes = 18, .per_group = true};
+    case GgmlType::IQ4_XS: return {.bytes = false, .nibbles = true, .scale_bytes = 10, .per_group = true};
+    default: not_packed(type);
+  }
+}
 
 // The bytes of a packed row of cols values (cols a multiple of the type's
 // block); for another type, the file's row bytes.
@@ -142,7 +164,16 @@ PackedGroup packed_group(GgmlType type, int64_t blocks, int64_t T, int64_t r, in
 
 // Value j's code in the block at `lane` of a row's group of g lanes whose
 // values start at v: Q8_0's int8 value, or the unsigned code from the planes.
-int packed_code(const PackedFormat& f, const uint8_t* v, int g, int lane, int j);
+// Inline: the scalar kernels call it for every value.
+inline int packed_code(const PackedFormat& f, const uint8_t* v, int g, int lane, int j) {
+  const int k = quad_of(j), at = 4 * lane + j % 4;
+  if (f.bytes) return static_cast<int8_t>(v[4 * g * k + at]);
+  int code = 0;
+  if (f.nibbles) code |= (v[4 * g * (k / 2) + at] >> 4 * (k % 2)) & 15;
+  if (f.two_bits >= 0) code |= ((v[two_bit_plane(f, g) + 4 * g * (k / 4) + at] >> 2 * (k % 4)) & 3) << f.two_bits;
+  if (f.one_bit >= 0) code |= ((v[one_bit_plane(f, g) + at] >> k) & 1) << f.one_bit;
+  return code;
+}
 
 // E8M0 scale e as the float 2^(e - 127) from its bits, as the vector kernels
 // form it: e = 0 (2^-127, a denormal) becomes 0, a weight too small to count.

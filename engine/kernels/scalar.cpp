@@ -5,6 +5,7 @@
 #include <cstring>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/layer_math.h"
@@ -65,26 +66,41 @@ int level(GgmlType type, int code) {
 // product adds the blocks' in order and applies the format's final scale;
 // the fixed one (kernel_set.h, FixedMatmul) rounds each times 2^32 x final x
 // scale to an integer and adds them in int64.
-template <typename Sums>
-void block_products(GgmlType type, const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin,
-                    int64_t row_end, const Activations& x, Sums& sums) {
-  const PackedFormat f = packed_format(type);
-  const bool by_half = type == GgmlType::Q2_K || type == GgmlType::Q3_K || type == GgmlType::Q6_K;
+// Value j's place in a token's activations from its block's value 0.
+constexpr std::array<int, 32> kValueOffsets = [] {
+  std::array<int, 32> o{};
+  for (int j = 0; j < 32; ++j) o[j] = static_cast<int>(activation_position(0, j));
+  return o;
+}();
+
+template <GgmlType type, typename Sums>
+void block_products(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
+                    const Activations& x, Sums& sums) {
+  constexpr PackedFormat f = packed_format(type);
+  constexpr bool by_half = type == GgmlType::Q2_K || type == GgmlType::Q3_K || type == GgmlType::Q6_K;
   const int64_t blocks = x.cols / 32;
+  // A row's levels and scales, unpacked once for all its tokens.
+  std::vector<int32_t> levels(x.cols);
+  std::vector<Halves> scales(blocks);
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t T = tile_rows(row, rows), r = row % T;
     const uint8_t* tile = w + (row - r) * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const PackedGroup at = packed_group(type, blocks, T, r, b);
+      for (int j = 0; j < 32; ++j) levels[32 * b + j] = level(type, packed_code(f, tile + at.values, at.g, at.lane, j));
+      scales[b] = halves(type, tile + at.scales, at.g, at.lane);
+    }
     for (int t = 0; t < x.tokens; ++t) {
       const int8_t* q = x.q + t * x.q_stride();
       const float *d = x.d + t * x.d_stride(), *sum = x.sum + t * x.d_stride();
       const float *sum_lo = x.sum_lo + t * x.d_stride(), *sum_hi = x.sum_hi + t * x.d_stride();
       sums.start(t);
       for (int64_t b = 0; b < blocks; ++b) {
-        const PackedGroup at = packed_group(type, blocks, T, r, b);
-        int32_t s[2] = {0, 0};
-        for (int j = 0; j < 32; ++j)
-          s[j / 16] += level(type, packed_code(f, tile + at.values, at.g, at.lane, j)) * q[activation_position(b, j)];
-        const Halves h = halves(type, tile + at.scales, at.g, at.lane);
+        const int8_t* qb = q + activation_position(b, 0);
+        int32_t s[2] = {0, 0};  // by half: one loop each keeps the sums in registers
+        for (int half = 0; half < 2; ++half)
+          for (int j = 16 * half; j < 16 * half + 16; ++j) s[half] += levels[32 * b + j] * qb[kValueOffsets[j]];
+        const Halves& h = scales[b];
         sums.add(by_half ? static_cast<float>(s[0]) * d[b] * h.a[0] + static_cast<float>(s[1]) * d[b] * h.a[1] +
                                h.b[0] * sum_lo[b] + h.b[1] * sum_hi[b]
                          : static_cast<float>(s[0] + s[1]) * d[b] * h.a[0] + h.b[0] * sum[b]);
@@ -107,7 +123,7 @@ void quantized(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_b
     void add(float p) { acc += p; }
     void finish(int64_t r, int t) { y[t * y_stride + r] = acc * final_scale(kType); }
   } sums{y, y_stride};
-  block_products(kType, w, row_bytes, rows, row_begin, row_end, x, sums);
+  block_products<kType>(w, row_bytes, rows, row_begin, row_end, x, sums);
 }
 template <size_t... I>
 constexpr std::array<KernelSet::QuantizedMatmul, kPackedTypeCount> quantized_kernels(std::index_sequence<I...>) {
@@ -131,7 +147,7 @@ bool fixed(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin
     }
     void finish(int64_t r, int t) { y[t * y_stride + r] = acc; }
   } sums{scale, y, y_stride};
-  block_products(kType, w, row_bytes, rows, row_begin, row_end, x, sums);
+  block_products<kType>(w, row_bytes, rows, row_begin, row_end, x, sums);
   return sums.ok;
 }
 template <size_t... I>
