@@ -22,8 +22,9 @@ namespace {
 using json = nlohmann::ordered_json;
 
 ApiError not_found(const std::string& id, const std::string& param = "") {
-  return ApiError(404, cat("Response with id '", id, "' not found (never made, deleted, made with store: false, or ",
-                           "let go for --responses-max / --responses-mib)"),
+  return ApiError(404,
+                  cat("Response with id '", id, "' not found (never made, deleted, made with store: false, or ",
+                      "let go for --responses-max / --responses-mib)"),
                   param, "invalid_request_error", param.empty() ? "not_found" : "previous_response_not_found");
 }
 
@@ -65,8 +66,8 @@ struct Turn {
   }
   std::string event(json e) {
     e["sequence_number"] = sequence++;
-    return "event: " + e["type"].get<std::string>() + "\ndata: " +
-           e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+    return "event: " + e["type"].get<std::string>() +
+           "\ndata: " + e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
   }
   // Stored for a follow-up (when asked): the conversation with the output
   // after it, harmony's rule applied.
@@ -169,7 +170,8 @@ void Server::create_response(const json& body, const httplib::Request& req, http
         } else if (finished) {
           for (json& e : turn->output.finish(job->finish == "length")) out += turn->event(std::move(e));
           const json response = finish();
-          out += turn->event({{"type", cat("response.", response["status"].get<std::string>())}, {"response", response}});
+          out +=
+              turn->event({{"type", cat("response.", response["status"].get<std::string>())}, {"response", response}});
         }
         if (!out.empty() && !write(out)) return false;
         if (finished) sink.done();
@@ -205,11 +207,11 @@ void Server::list_input_items(const std::string& id, const httplib::Request& req
   for (size_t i = from; i < items.size() && static_cast<int64_t>(page.size()) < limit; ++i) page.push_back(items[i]);
   const bool more = from + page.size() < items.size();
   send_ordered_json(res, 200,
-            json{{"object", "list"},
-                 {"data", page},
-                 {"first_id", page.empty() ? json() : page.front()["id"]},
-                 {"last_id", page.empty() ? json() : page.back()["id"]},
-                 {"has_more", more}});
+                    json{{"object", "list"},
+                         {"data", page},
+                         {"first_id", page.empty() ? json() : page.front()["id"]},
+                         {"last_id", page.empty() ? json() : page.back()["id"]},
+                         {"has_more", more}});
 }
 
 void Server::route_responses() {

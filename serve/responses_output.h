@@ -37,7 +37,7 @@ class ResponseOutput {
   std::vector<nlohmann::ordered_json> finish(bool incomplete);
 
   const nlohmann::ordered_json& items() const { return items_; }  // each item as it ended
-  std::string output_text() const;                         // every message's text
+  std::string output_text() const;                                // every message's text
   int reasoning_tokens() const { return reasoning_tokens_; }
   bool called() const { return called_; }  // a function_call is among the items
   // After finish(): the output's messages with their ids.

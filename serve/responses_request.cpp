@@ -74,9 +74,8 @@ void read_item(const json& item, size_t i, const std::string& id, ResponsesReque
     else if (role == "assistant")
       add_message(r, {"assistant", string_field(item, "phase") == "commentary" ? "commentary" : "final", "", "", text});
     else
-      throw bad_param(param + ".role",
-                      cat("'", param, ".role' ", shown(item.value("role", json())),
-                          " is not one of user, system, developer, assistant"));
+      throw bad_param(param + ".role", cat("'", param, ".role' ", shown(item.value("role", json())),
+                                           " is not one of user, system, developer, assistant"));
   } else if (type == "function_call") {
     const std::string name = required_string(item, "name", param), call = required_string(item, "call_id", param);
     const json args = item.value("arguments", json("{}"));
@@ -111,7 +110,8 @@ void read_input(const json& body, ResponsesRequest& r, const std::string& ids) {
                              {"content", json::array({{{"type", "input_text"}, {"text", *it}}})}});
     return;
   }
-  if (!it->is_array() || it->empty()) throw bad_param("input", "'input' must be a string or a non-empty array of items");
+  if (!it->is_array() || it->empty())
+    throw bad_param("input", "'input' must be a string or a non-empty array of items");
   for (size_t i = 0; i < it->size(); ++i) read_item((*it)[i], i, cat("item_", ids, "_in", i), r);
 }
 

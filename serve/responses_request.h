@@ -26,7 +26,7 @@ struct ResponsesRequest : GenerationRequest {
   // the API says); the messages of this request's input. A
   // function_call_output's role is "functions." until name_function_outputs.
   Conversation conversation;
-  std::string item_instructions;  // the text of system and developer input items (carried over)
+  std::string item_instructions;                   // the text of system and developer input items (carried over)
   std::vector<std::string> output_calls;           // per message: the call_id a function_call_output answers
   std::map<std::string, std::string> input_calls;  // call_id -> name, of this input's function_calls
   nlohmann::ordered_json input_items = nlohmann::ordered_json::array();  // the input as items with ids
