@@ -45,7 +45,8 @@ size_t longest_token(const Tokenizer& t) {
 RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
   CLI::App* serve = app.add_subcommand(
       "serve",
-      "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, "
+      "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/responses, /v1/models, "
+      "/health, "
       "/metrics, and a chat page at /): rank 0 listens, every rank runs every step; --parallel "
       "sequences at once (default 4); SIGTERM or Ctrl-C stops it once what runs is done");
   serve->add_option("--host", so.host, "address to listen on")->capture_default_str();
@@ -60,6 +61,15 @@ RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
       ->capture_default_str();
   serve->add_option("--timeout", so.request_seconds, "seconds a request may take, waiting included")
       ->check(positive_seconds(ServeOptions::kMaxRequestSeconds))
+      ->capture_default_str();
+  serve
+      ->add_option("--responses-max", so.responses_max,
+                   "responses the Responses API stores (for GET and previous_response_id); past it, or past "
+                   "--responses-mib, the least recently used goes")
+      ->check(CLI::Range(1, ServeOptions::kMaxResponses))
+      ->capture_default_str();
+  serve->add_option("--responses-mib", so.responses_mib, "MiB the stored responses may take")
+      ->check(CLI::Range(1, ServeOptions::kMaxResponsesMib))
       ->capture_default_str();
   serve->add_option("--alias", run.alias, "the model's id in the API (default: the file's name)");
   serve->fallthrough();

@@ -1,6 +1,5 @@
 #include "serve/api_request.h"
 
-#include <cmath>
 #include <map>
 #include <vector>
 
@@ -8,6 +7,7 @@
 #include "runtime/error.h"
 #include "serve/api_error.h"
 #include "serve/json_fields.h"
+#include "serve/request_fields.h"
 #include "serve/tool_schema.h"
 
 namespace tps {
@@ -16,47 +16,15 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
+ApiError bad(const std::string& param, const std::string& message) { return bad_param(param, message); }
 
 double number(const json& body, const std::string& key, double lo, double hi, double fallback) {
-  if (!body.contains(key) || body[key].is_null()) return fallback;
-  const json& v = body[key];
-  if (!v.is_number()) throw bad(key, "'" + key + "' must be a number");
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi)
-    throw bad(key, cat("'", key, "' is ", v.dump(), ", expected ", lo, " to ", hi));
-  return x;
+  return number_field(body, key, lo, hi, fallback);
 }
-
 int64_t integer(const json& body, const std::string& key, int64_t lo, int64_t hi, int64_t fallback) {
-  if (!body.contains(key) || body[key].is_null()) return fallback;
-  const json& v = body[key];
-  if (!v.is_number_integer() && !v.is_number_unsigned()) throw bad(key, "'" + key + "' must be an integer");
-  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
-  if (x < lo || x > hi) throw bad(key, cat("'", key, "' is ", v.dump(), ", expected ", lo, " to ", hi));
-  return x;
+  return integer_field(body, key, lo, hi, fallback);
 }
-
-bool boolean(const json& body, const std::string& key, bool fallback) {
-  if (!body.contains(key) || body[key].is_null()) return fallback;
-  if (!body[key].is_boolean()) throw bad(key, "'" + key + "' must be true or false");
-  return body[key].get<bool>();
-}
-
-// A value as a message shows it: its JSON, cut short.
-std::string shown(const json& v) {
-  const std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
-}
-
-// A field of the API that would change the answer, which this server does
-// not do: accepted only absent, null or at its no-op value, else refused by
-// name with its value -- never taken and ignored.
-void only_default(const json& body, const char* key, const json& noop) {
-  const auto it = body.find(key);
-  if (it == body.end() || it->is_null() || *it == noop) return;
-  throw bad(key, cat("'", key, "' ", shown(*it), " is not supported by this server (only ", shown(noop), ")"));
-}
+bool boolean(const json& body, const std::string& key, bool fallback) { return boolean_field(body, key, fallback); }
 
 // What the two endpoints share: model, sampling, length, stop, streaming.
 void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r) {
@@ -64,13 +32,7 @@ void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r
   only_default(body, "frequency_penalty", 0);
   only_default(body, "presence_penalty", 0);
   only_default(body, "logit_bias", json::object());
-  if (body.contains("model") && !body["model"].is_null()) {
-    if (!body["model"].is_string()) throw bad("model", "'model' must be a string");
-    const std::string model = body["model"].get<std::string>();
-    if (!model.empty() && model != limits.model_id)
-      throw ApiError(404, "The model '" + model + "' does not exist; this server serves '" + limits.model_id + "'",
-                     "model", "invalid_request_error", "model_not_found");
-  }
+  check_model(body, limits.model_id);
   if (integer(body, "n", 1, 1, 1) != 1) throw bad("n", "'n' must be 1");
   r.stream = boolean(body, "stream", false);
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
@@ -108,16 +70,6 @@ void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r
   }
 }
 
-// Text that cannot fit the context is refused before it is tokenized
-// (which takes time linear in it; the context check after only counts).
-void check_prompt_bytes(size_t bytes, const ApiLimits& limits, const std::string& param) {
-  if (bytes > limits.prompt_bytes())
-    throw ApiError(400,
-                   cat("the prompt is ", bytes, " bytes; the context holds ", limits.context, " tokens of at most ",
-                       limits.longest_token, " bytes"),
-                   param, "invalid_request_error", "context_length_exceeded");
-}
-
 // A message's text: a string, or text parts.
 std::string text_of(const json& content, const std::string& param) {
   if (content.is_null()) return "";
@@ -153,6 +105,14 @@ void read_tools(const json& body, const ApiLimits& limits, ChatRequest& r) {
 }
 
 }  // namespace
+
+void check_prompt_bytes(size_t bytes, const ApiLimits& limits, const std::string& param) {
+  if (bytes > limits.prompt_bytes())
+    throw ApiError(400,
+                   cat("the prompt is ", bytes, " bytes; the context holds ", limits.context, " tokens of at most ",
+                       limits.longest_token, " bytes"),
+                   param, "invalid_request_error", "context_length_exceeded");
+}
 
 json parse_request_body(std::string_view text) {
   size_t values = 0;

@@ -40,6 +40,11 @@ inline constexpr size_t kMaxObjectMembers = 256;
 // members or a number past a double's range.
 nlohmann::ordered_json parse_request_body(std::string_view text);
 
+// Text that cannot fit the context is refused before it is tokenized
+// (which takes time linear in it; the context check after only counts):
+// ApiError 400 context_length_exceeded naming `param`.
+void check_prompt_bytes(size_t bytes, const ApiLimits& limits, const std::string& param);
+
 // What both endpoints share.
 struct GenerationRequest {
   bool stream = false, include_usage = false;

@@ -10,8 +10,16 @@ namespace {
 // label taken from the path itself could forge a line of the exposition (a
 // quote and a newline), and every new path would add a series forever.
 const char* endpoint_label(std::string_view path) {
-  static constexpr std::string_view kRoutes[] = {
-      "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/status", "/health", "/metrics", "/"};
+  static constexpr std::string_view kRoutes[] = {"/v1/chat/completions",
+                                                 "/v1/completions",
+                                                 "/v1/responses",
+                                                 "/v1/responses/{id}",
+                                                 "/v1/responses/{id}/input_items",
+                                                 "/v1/models",
+                                                 "/v1/status",
+                                                 "/health",
+                                                 "/metrics",
+                                                 "/"};
   for (std::string_view route : kRoutes)
     if (path == route) return route.data();
   return "other";
@@ -76,6 +84,21 @@ std::string Metrics::prometheus() const {
   metric("kv_blocks_cached", "gauge", "KV pool blocks kept for prefix reuse and held by no sequence.",
          one("kv_blocks_cached", kv_cached_));
   metric("kv_blocks_total", "gauge", "KV pool blocks (full-attention layers).", one("kv_blocks_total", kv_total_));
+  ResponseStoreStats store;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    store = store_;
+  }
+  metric("responses_stored", "gauge", "Responses the Responses API holds for GET and previous_response_id.",
+         one("responses_stored", static_cast<double>(store.count)));
+  metric("responses_stored_bytes", "gauge", "Bytes of the stored responses (their JSON and token ids).",
+         one("responses_stored_bytes", static_cast<double>(store.bytes)));
+  metric("responses_hits_total", "counter", "Follow-ups whose previous_response_id was stored.",
+         one("responses_hits_total", static_cast<double>(store.hits)));
+  metric("responses_misses_total", "counter", "Follow-ups whose previous_response_id was not (a 404).",
+         one("responses_misses_total", static_cast<double>(store.misses)));
+  metric("responses_evictions_total", "counter", "Stored responses let go for --responses-max or --responses-mib.",
+         one("responses_evictions_total", static_cast<double>(store.evictions)));
   metric("generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.",
          one("generated_tokens_per_second", tokens_per_second()));
   return out;

@@ -1,6 +1,6 @@
 // What the server counts, for GET /metrics (Prometheus text) and the web
 // page's status panel: requests by endpoint and status, tokens in and out
-// (and those taken from the prefix cache), the queue, the running
+// (and those taken from the prefix cache), the Responses API's store, the queue, the running
 // sequences, the KV pool, and tokens/s over the last seconds. Updated by
 // the engine loop and the HTTP threads; every field is safe to read from
 // any thread.
@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "runtime/clock.h"
+#include "serve/response_store.h"
 
 namespace tps {
 
@@ -27,6 +28,11 @@ class Metrics {
   void generated_token();
   void set_load(int waiting, int running, int kv_held, int kv_cached, int kv_total);
   void set_steps(int64_t steps, int64_t tokens) { steps_ = steps, step_tokens_ = tokens; }
+  // The Responses API's store, as the exposition shows it next.
+  void set_response_store(const ResponseStoreStats& s) {
+    std::lock_guard<std::mutex> lock(m_);
+    store_ = s;
+  }
 
   // Generated tokens per second over the last `window` seconds.
   double tokens_per_second(double window = 10) const;
@@ -43,6 +49,7 @@ class Metrics {
   mutable std::mutex m_;
   std::map<std::pair<std::string_view, int>, int64_t> requests_;  // views of endpoint_label's literals
   std::deque<Clock::time_point> recent_;                          // generated tokens' times, last 60 s
+  ResponseStoreStats store_;
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, steps_{0}, step_tokens_{0};
   std::atomic<int> waiting_{0}, running_{0}, kv_held_{0}, kv_cached_{0}, kv_total_{0};
 };

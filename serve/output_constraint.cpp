@@ -71,28 +71,21 @@ ToolChoice read_tool_choice(const json& body) {
                 " is not auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"));
 }
 
-OutputConstraint read_chat_constraint(const json& body, int budget) {
-  OutputConstraint out;
-  const ToolChoice choice = read_tool_choice(body);
-  const json final = read_response_format(body, out);
-  const auto tools_it = body.find("tools");
-  const json tools = tools_it != body.end() && tools_it->is_array() ? *tools_it : json::array();
-  if ((choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named) && tools.empty())
+OutputConstraint harmony_turn_constraint(OutputConstraint out, const json& final,
+                                         const std::vector<OfferedFunction>& functions, const ToolChoice& choice,
+                                         int budget) {
+  if ((choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named) && functions.empty())
     throw bad("tool_choice", "'tool_choice' asks for a function call, and 'tools' offers none");
   json offered = json::array();
   bool strict = false, named_found = false;
   if (choice.mode != ToolChoice::Mode::none)
-    for (size_t i = 0; i < tools.size(); ++i) {
-      const json& t = tools[i];
-      // render_functions has refused a tool that is not an object with a function's name.
-      const json& f = t["function"];
-      const std::string name = f["name"].get<std::string>();
-      if (choice.mode == ToolChoice::Mode::named && name != choice.name) continue;
+    for (const OfferedFunction& f : functions) {
+      if (choice.mode == ToolChoice::Mode::named && f.name != choice.name) continue;
       named_found |= choice.mode == ToolChoice::Mode::named;
-      json tool = {{"name", name}, {"schema", nullptr}};
-      if (bool_field(f, "strict", false)) {
-        tool["schema"] = strict_parameters(f);
-        out.schemas.emplace_back(cat("tools[", i, "].function.parameters"), tool["schema"]);
+      json tool = {{"name", f.name}, {"schema", nullptr}};
+      if (f.strict) {
+        tool["schema"] = f.parameters.is_null() ? strict_parameters(json::object()) : f.parameters;
+        out.schemas.emplace_back(f.param, tool["schema"]);
         strict = true;
       }
       offered.push_back(std::move(tool));
@@ -110,6 +103,22 @@ OutputConstraint read_chat_constraint(const json& body, int budget) {
                {"tools", offered}};
   out.spec = spec.dump();
   return out;
+}
+
+OutputConstraint read_chat_constraint(const json& body, int budget) {
+  OutputConstraint out;
+  const ToolChoice choice = read_tool_choice(body);
+  const json final = read_response_format(body, out);
+  const auto tools_it = body.find("tools");
+  const json tools = tools_it != body.end() && tools_it->is_array() ? *tools_it : json::array();
+  std::vector<OfferedFunction> functions;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    // render_functions has refused a tool that is not an object with a function's name.
+    const json& f = tools[i]["function"];
+    functions.push_back({f["name"].get<std::string>(), bool_field(f, "strict", false), strict_parameters(f),
+                         cat("tools[", i, "].function.parameters")});
+  }
+  return harmony_turn_constraint(std::move(out), final, functions, choice, budget);
 }
 
 OutputConstraint read_completion_constraint(const json& body) {

@@ -36,6 +36,25 @@ struct ToolChoice {
 };
 ToolChoice read_tool_choice(const nlohmann::ordered_json& body);
 
+// A function the request offers: its name, whether its arguments are held
+// to its parameters (strict), the parameters' schema, and the request
+// parameter that holds them (named in a refusal).
+struct OfferedFunction {
+  std::string name;
+  bool strict = false;
+  nlohmann::ordered_json parameters;
+  std::string param;
+};
+
+// The harmony turn a request asks for: `final` (null: free text; else the
+// constraint's final content, {"schema": S} or {"json_object": true}), the
+// functions offered and tool_choice; `out` holds the final's schema already.
+// Free (an empty spec) when nothing is asked. Throws ApiError 400 for a
+// tool_choice that asks for a call no function offered can make.
+OutputConstraint harmony_turn_constraint(OutputConstraint out, const nlohmann::ordered_json& final,
+                                         const std::vector<OfferedFunction>& functions, const ToolChoice& choice,
+                                         int budget);
+
 // A chat's (body: the request; budget: the analysis's, effort_budget's of
 // engine/sched/constraint.h). Throws ApiError
 // 400 naming the field for what is malformed or names an unknown function.

@@ -12,63 +12,23 @@
 #include "serve/api_response.h"
 #include "serve/connection_server.h"
 #include "serve/response_text.h"
+#include "serve/server_job.h"
 #include "serve/web_page.h"  // generated: the embedded web page
 
 namespace tps {
 
 using nlohmann::json;
 
-// One request as its HTTP thread and the engine loop share it.
-struct Server::Job {
-  std::vector<int32_t> prompt;
-  SequenceParams params;
-  Clock::time_point deadline;
-  // Engine loop -> HTTP thread, under m.
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<Pick> picks;
-  bool done = false;
-  std::string finish;  // "stop", "length", "cancelled"
-  int status = 200;    // the engine's refusal, with error
-  std::string error;
-  int reused = 0;
-  // HTTP thread -> engine loop.
-  std::atomic<bool> cancelled{false};
-  // Engine loop only.
-  int seq = -1, generated = 0;
-  bool started = false;
-
-  void end(const std::string& why) {
-    std::lock_guard<std::mutex> lock(m);
-    done = true, finish = why;
-    cv.notify_all();
-  }
-  void fail(int s, const std::string& e) {
-    std::lock_guard<std::mutex> lock(m);
-    done = true, status = s, error = e;
-    cv.notify_all();
-  }
-  // Waits for tokens or the end, up to `seconds`; takes what came.
-  std::deque<Pick> take(double seconds, bool& finished) {
-    std::unique_lock<std::mutex> lock(m);
-    cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done || !picks.empty(); });
-    std::deque<Pick> out;
-    out.swap(picks);
-    finished = done;
-    return out;
-  }
-};
-
-namespace {
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-// A response of server-sent events. HTTP/1.0 has no chunked encoding: its
-// stream goes without one, and the connection closes after it (an HTTP/1.0
-// connection is never kept).
+void send_ordered_json(httplib::Response& res, int status, const nlohmann::ordered_json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
+}
+
 void set_event_stream(httplib::Response& res, bool http10, httplib::ContentProviderWithoutLength provider,
                       httplib::ContentProviderResourceReleaser release) {
   if (http10)
@@ -77,15 +37,21 @@ void set_event_stream(httplib::Response& res, bool http10, httplib::ContentProvi
     res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
 }
 
-}  // namespace
-
-Server::Server(const ServeOptions& o) : opt_(o) {
+Server::Server(const ServeOptions& o)
+    : opt_(o),
+      responses_(static_cast<size_t>(std::max(1, o.responses_max)), static_cast<size_t>(std::max(1, o.responses_mib))
+                                                                        << 20),
+      instance_(cat(std::hex, std::random_device{}() & 0xffffff)) {
   if (o.port < 0 || o.port > 65535) throw InputError(cat("--port ", o.port, ": expected 0..65535"));
   if (o.max_queue < 1 || o.max_queue > ServeOptions::kMaxQueue)
     throw InputError(cat("--max-queue ", o.max_queue, ": expected 1..", ServeOptions::kMaxQueue));
   if (!(o.request_seconds > 0 && o.request_seconds <= ServeOptions::kMaxRequestSeconds))
     throw InputError(cat("--timeout ", o.request_seconds, ": expected seconds above 0 and at most ",
                          ServeOptions::kMaxRequestSeconds));
+  if (o.responses_max < 1 || o.responses_max > ServeOptions::kMaxResponses)
+    throw InputError(cat("--responses-max ", o.responses_max, ": expected 1..", ServeOptions::kMaxResponses));
+  if (o.responses_mib < 1 || o.responses_mib > ServeOptions::kMaxResponsesMib)
+    throw InputError(cat("--responses-mib ", o.responses_mib, ": expected 1..", ServeOptions::kMaxResponsesMib));
   ConnectionLimits limits;
   limits.max_connections = o.max_connections, limits.max_body_bytes = o.max_body_bytes;
   http_ = std::make_unique<ConnectionServer>(limits);
@@ -143,6 +109,7 @@ void Server::route() {
       send_json(res, 503, ApiError(503, "Loading model", "", "unavailable_error").body());
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    metrics_.set_response_store(responses_.stats());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kWebPage, "text/html"); });
@@ -174,6 +141,10 @@ void Server::route() {
                {"blocks_used", kv.held},
                {"blocks_cached", kv.cached},
                {"block_positions", kKvBlock}};
+    const ResponseStoreStats r = responses_.stats();
+    j["responses"] = {{"stored", r.count},        {"bytes", r.bytes}, {"max_stored", r.max_count},
+                      {"max_bytes", r.max_bytes}, {"hits", r.hits},   {"misses", r.misses},
+                      {"evictions", r.evictions}};
     send_json(res, 200, j);
   });
   auto generation = [this](const std::string& endpoint, bool chat) {
@@ -193,14 +164,16 @@ void Server::route() {
   };
   s.Post("/v1/chat/completions", generation("/v1/chat/completions", true));
   s.Post("/v1/completions", generation("/v1/completions", false));
+  route_responses();
 }
 
-std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const GenerationRequest& r) {
+std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const GenerationRequest& r,
+                                            const char* param) {
   if (static_cast<int>(prompt.size()) >= limits_.context)
     throw ApiError(400,
                    cat("the prompt is ", prompt.size(), " tokens; the context holds ", limits_.context,
                        ", with room for at least one generated token"),
-                   "messages", "invalid_request_error", "context_length_exceeded");
+                   param, "invalid_request_error", "context_length_exceeded");
   if (queued_ >= opt_.max_queue)
     throw ApiError(503, cat("the queue is full (", opt_.max_queue, " requests wait); try again"), "",
                    "unavailable_error");

@@ -5,7 +5,9 @@
 // them into the response (serve/response_text.h) or its stream of
 // server-sent events.
 //
-// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, the
+// Responses API (POST /v1/responses; GET and DELETE /v1/responses/{id}, GET
+// /v1/responses/{id}/input_items: serve/responses_endpoint.cpp), GET
 // /v1/models, GET /health (503 "loading" until the model is ready), GET
 // /metrics (Prometheus), GET /v1/status (the web page's panel), GET / (the
 // web page). With an API key, /v1/* need "Authorization: Bearer KEY".
@@ -29,6 +31,7 @@
 #include "engine/text/tokenizer.h"
 #include "serve/api_request.h"
 #include "serve/metrics.h"
+#include "serve/response_store.h"
 
 namespace httplib {
 struct Request;
@@ -53,6 +56,12 @@ struct ServeOptions {
   // Open at once: the waiting and running requests', and room for /health,
   // /metrics and idle clients (serve/connection_server.h).
   int max_connections = 256;
+  // The Responses API's stored responses (serve/response_store.h): at most
+  // this many, and this many MiB; past either the least recently used goes.
+  static constexpr int kMaxResponses = 1 << 20;
+  static constexpr int kMaxResponsesMib = 1 << 20;
+  int responses_max = 1024;
+  int responses_mib = 256;
 };
 
 class ConnectionServer;
@@ -85,7 +94,13 @@ class Server {
   // Serves one generation request (chat: harmony; else a raw completion).
   // Throws ApiError.
   void generate(const nlohmann::ordered_json& body, bool chat, const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerationRequest& r);
+  // Queues a prompt (param: the request parameter a prompt too long is
+  // refused by). Throws ApiError.
+  std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerationRequest& r, const char* param = "messages");
+  // The Responses API (serve/responses_endpoint.cpp).
+  void route_responses();
+  void create_response(const nlohmann::ordered_json& body, const httplib::Request& req, httplib::Response& res);
+  void list_input_items(const std::string& id, const httplib::Request& req, httplib::Response& res);
   bool between_steps(bool idle);
 
   ServeOptions opt_;
@@ -97,6 +112,8 @@ class Server {
   ApiLimits limits_;
   nlohmann::json status_;  // what does not change: model, ranks
   Metrics metrics_;
+  ResponseStore responses_;
+  std::string instance_;  // random, in every response id: an id from before a restart is never another's
 
   std::mutex inbox_m_;
   std::condition_variable inbox_cv_;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`mpirun -np 2 tpsrun serve` end to end, on loopback, bounded in requests and
-time: OpenAI's official client (tests/reference/openai_client.mjs), the web
+time: OpenAI's official client (tests/reference/openai_client.mjs, and
+tests/reference/responses_client.mjs for the Responses API), the web
 page in headless chromium (tests/reference/web_page.mjs), every kind of bad
 input answered with its status and an OpenAI-style JSON error while the
 server goes on serving, what a hostile client tries (nesting, pipelining,
@@ -400,6 +401,12 @@ def main():
                               server.model_id], timeout=600)
         if run.returncode != 0:
             fail("the openai client's checks")
+        t0 = time.time()
+        run = subprocess.run([args.node, os.path.join(args.reference, "responses_client.mjs"), base, KEY,
+                              server.model_id], timeout=300)
+        if run.returncode != 0:
+            fail("the openai client's Responses API checks")
+        ok(f"the Responses API checks took {time.time() - t0:.1f} s")
         if not args.no_browser:
             run = subprocess.run([args.node, os.path.join(args.reference, "web_page.mjs"), base, KEY, "2"],
                                  timeout=300)
@@ -412,10 +419,18 @@ def main():
         status, _, body = server.request("GET", "/metrics")
         text = body.decode()
         for name in ("tps_requests_total", "tps_generated_tokens_total", "tps_requests_waiting",
-                     "tps_requests_running", "tps_kv_blocks_total", "tps_generated_tokens_per_second"):
+                     "tps_requests_running", "tps_kv_blocks_total", "tps_generated_tokens_per_second",
+                     "tps_responses_stored", "tps_responses_hits_total", "tps_responses_evictions_total"):
             if name not in text:
                 fail(f"/metrics has no {name}")
-        ok("GET /metrics: Prometheus text with requests, tokens, queue, running, KV pool, tokens/s")
+        if 'tps_requests_total{endpoint="/v1/responses",status="200"}' not in text:
+            fail("/metrics counts no /v1/responses request")
+        ok("GET /metrics: Prometheus text with requests, tokens, queue, running, KV pool, tokens/s, stored responses")
+        status, _, body = server.request("GET", "/v1/status")
+        stored = json.loads(body).get("responses", {})
+        if stored.get("hits", 0) < 1 or stored.get("stored", 0) < 1:
+            fail(f"/v1/status: the response store {stored}")
+        ok(f"GET /v1/status: the response store {stored}")
         status, _, body = server.request("GET", "/health")
         if status != 200:
             fail("the server stopped serving")
