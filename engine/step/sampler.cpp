@@ -29,8 +29,11 @@ struct Candidate {
 };
 constexpr Candidate kNone{-INFINITY, INT32_MAX};
 
-// Most likely first; ties: the lowest id.
-bool better(const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
+// Most likely first; ties: the lowest id. A lambda, so that the sorts
+// inline it (a function pointer they call per comparison).
+constexpr auto better = [](const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+};
 
 // Every rank's part of the vocabulary, the same for every row: learned in the
 // first round.
@@ -115,8 +118,12 @@ Candidate local_best(const Row& r) {
 std::vector<Candidate> local_top(const Row& r, size_t m) {
   std::vector<Candidate> c(r.logits.size());
   for (size_t i = 0; i < c.size(); ++i) c[i] = r.at(i);
+  // Selection, then a sort of the selected: O(size + m log m), where a
+  // partial sort's heap costs O(size log m) once m is large (a flat
+  // distribution's later rounds ask for thousands).
   const size_t n = std::min(m, c.size());
-  std::partial_sort(c.begin(), c.begin() + n, c.end(), better);
+  std::nth_element(c.begin(), c.begin() + n - (n > 0), c.end(), better);
+  std::sort(c.begin(), c.begin() + n, better);
   c.resize(m, kNone);
   return c;
 }
