@@ -60,12 +60,6 @@ int level(GgmlType type, int code) {
   }
 }
 
-// Per block exact integer sums of level x activation (by half), then the
-// halves' coefficients in float: the block's product, given in order to
-// sums.add(p) after sums.start(row, t), then sums.finish(row, t). The float
-// product adds the blocks' in order and applies the format's final scale;
-// the fixed one (kernel_set.h, FixedMatmul) rounds each times 2^32 x final x
-// scale to an integer and adds them in int64.
 // Value j's place in a token's activations from its block's value 0.
 constexpr std::array<int, 32> kValueOffsets = [] {
   std::array<int, 32> o{};
@@ -73,6 +67,12 @@ constexpr std::array<int, 32> kValueOffsets = [] {
   return o;
 }();
 
+// Per block exact integer sums of level x activation (by half), then the
+// halves' coefficients in float: the block's product, given in order to
+// sums.add(p) after sums.start(row, t), then sums.finish(row, t). The float
+// product adds the blocks' in order and applies the format's final scale;
+// the fixed one (kernel_set.h, FixedMatmul) rounds each times 2^32 x final x
+// scale to an integer and adds them in int64.
 template <GgmlType type, typename Sums>
 void block_products(const uint8_t* w, uint64_t row_bytes, int64_t rows, int64_t row_begin, int64_t row_end,
                     const Activations& x, Sums& sums) {
