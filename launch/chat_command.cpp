@@ -64,20 +64,21 @@ class Chat {
     }
   }
 
-  bool token(const Pick& p) {
+  bool token(const Pick& p, SequenceEnd end) {
     const double now = seconds_since(t0_);
     if (first_token_ < 0) first_token_ = now, reused_ = gen_.scheduler().sequence(seq_).reused;
     const std::string shown = text_.accept(p.id, tok_);
     answer_ += shown;
     std::fwrite(shown.data(), 1, shown.size(), stdout);
     flush_stdout();  // lost output ends the chat
-    if (interrupted) {
+    if (end != SequenceEnd::none) {
+      text_.finish(sequence_end_name(end));
+    } else if (interrupted) {
       text_.finish("interrupted");
       return false;
     }
-    return !text_.done();
+    return true;
   }
-  void context_full() { text_.finish("context full"); }
 
  private:
   bool command(const std::string& line) {
@@ -124,7 +125,7 @@ class Chat {
       conversation_.messages.pop_back();
       return;
     }
-    text_ = GeneratedText(TextOptions{o_.max_new_tokens, true, o_.show_analysis});
+    text_ = GeneratedText(TextOptions{true, o_.show_analysis});
     answer_.clear();
     first_token_ = -1, reused_ = 0;
     t0_ = Clock::now();
@@ -140,7 +141,8 @@ class Chat {
     answer_ += tail;
     std::printf("%s\n", tail.c_str());
     if (text_.stop() == "interrupted") std::printf("(stopped)\n");
-    if (text_.stop() == "context full") std::printf("(the context is full: /reset starts a new conversation)\n");
+    if (text_.stop() == sequence_end_name(SequenceEnd::context))
+      std::printf("(the context is full: /reset starts a new conversation)\n");
     generated_ = static_cast<int>(text_.generated().size());
     last_ = seconds_since(t0_);
     stop_ = text_.stop();
@@ -189,8 +191,7 @@ int run_chat(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup)
   Chat chat(o, gen, r.model.tokenizer);
   Generator::Events ev;
   ev.between_steps = [&](bool idle) { return chat.between_steps(idle); };
-  ev.token = [&](int, const Pick& p) { return chat.token(p); };
-  ev.context_full = [&](int) { chat.context_full(); };
+  ev.token = [&](int, const Pick& p, SequenceEnd end) { return chat.token(p, end); };
   ev.waiting = [](int, const std::string&) {};
   gen.run(ev);
   return 0;

@@ -44,8 +44,7 @@ std::vector<int32_t> encode_prompt(const RunOptions& o, const Tokenizer& tokeniz
 void add_sequences(const RunOptions& o, const SamplerParams& sp, const std::vector<std::string>& prompts, int n_seq,
                    const std::string& constraint, const Tokenizer& tokenizer, Generator& gen, RunRecord& rec) {
   for (int i = 0; i < n_seq; ++i) {
-    Followed f(i, encode_prompt(o, tokenizer, prompts[i % prompts.size()]),
-               TextOptions{o.max_new_tokens, o.chat, o.show_analysis});
+    Followed f(i, encode_prompt(o, tokenizer, prompts[i % prompts.size()]), TextOptions{o.chat, o.show_analysis});
     rec.prompt_tokens += static_cast<int>(f.prompt.size());
     SequenceParams params;
     params.sampler = sp;
@@ -86,7 +85,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   const Clock::time_point t0 = Clock::now();
   int started = 0;
   Generator::Events events;
-  events.token = [&](int id, const Pick& p) {
+  events.token = [&](int id, const Pick& p, SequenceEnd end) {
     Followed& f = rec.seqs.at(id);
     const double now = seconds_since(t0);
     if (f.first_token < 0) {
@@ -104,9 +103,9 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       std::fwrite(shown.data(), 1, shown.size(), stdout);
       flush_stdout();  // lost output ends the run now, not after the last token
     }
-    return !f.text.done();
+    if (end != SequenceEnd::none) f.text.finish(sequence_end_name(end));
+    return true;
   };
-  events.context_full = [&](int id) { rec.seqs.at(id).text.finish("context full"); };
   events.waiting = [&](int id, const std::string& why) {
     log_info("sequence ", rec.seqs.at(id).index, " waits: ", why);
   };

@@ -285,7 +285,7 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
 Generator::Events Server::events() {
   Generator::Events ev;
   ev.between_steps = [this](bool idle) { return between_steps(idle); };
-  ev.token = [this](int seq, const Pick& p) {
+  ev.token = [this](int seq, const Pick& p, SequenceEnd end) {
     std::shared_ptr<Job> job = live_.at(seq);
     if (!job->started) {
       job->started = true;
@@ -299,19 +299,17 @@ Generator::Events Server::events() {
     }
     job->cv.notify_all();
     metrics_.generated_token();
-    const char* why = is_stop_token(p.id)                              ? "stop"
-                      : ++job->generated >= job->params.max_new_tokens ? "length"
-                      : job->cancelled                                 ? "cancelled"
-                      : Clock::now() > job->deadline                   ? "length"
-                                                                       : nullptr;
+    // The generator's reasons (a full context is a "length" end to the
+    // API, as OpenAI reports it), then the server's own.
+    const char* why = end == SequenceEnd::stop       ? "stop"
+                      : end != SequenceEnd::none     ? "length"
+                      : job->cancelled               ? "cancelled"
+                      : Clock::now() > job->deadline ? "length"
+                                                     : nullptr;
     if (!why) return true;
     job->end(why);
     live_.erase(seq);
     return false;
-  };
-  ev.context_full = [this](int seq) {
-    live_.at(seq)->end("length");
-    live_.erase(seq);
   };
   ev.waiting = [](int, const std::string&) {};
   return ev;

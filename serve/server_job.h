@@ -31,7 +31,7 @@ struct Server::Job {
   // HTTP thread -> engine loop.
   std::atomic<bool> cancelled{false};
   // Engine loop only.
-  int seq = -1, generated = 0;
+  int seq = -1;
   bool started = false;
 
   void end(const std::string& why) {

@@ -18,6 +18,9 @@
 #include "tests/test_paths.h"
 
 namespace tps {
+
+void PrintTo(SequenceEnd end, std::ostream* os) { *os << sequence_end_name(end); }
+
 namespace {
 
 std::string model_path(const std::string& preset) {
@@ -76,13 +79,13 @@ std::vector<std::vector<Step>> together(const Model& m, ThreadPool& pool, const 
   for (const auto& p : first) index[gen.add(p, params)] = static_cast<int>(index.size());
   bool added_later = false;
   Generator::Events ev;
-  ev.token = [&](int seq, const Pick& p) {
+  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
     std::vector<Step>& steps = out[index.at(seq)];
     if (steps.empty() && reused) reused->push_back(gen.scheduler().sequence(seq).reused);
     steps.push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
-    return static_cast<int>(steps.size()) < n;
+    EXPECT_EQ(end, static_cast<int>(steps.size()) < n ? SequenceEnd::none : SequenceEnd::length);
+    return true;
   };
-  ev.context_full = [](int) { FAIL() << "context full"; };
   ev.waiting = [](int, const std::string&) {};
   ev.between_steps = [&](bool idle) {
     if (idle && !added_later && !later.empty()) {
@@ -161,11 +164,11 @@ TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {
   std::map<int, std::vector<Step>> got;
   bool canceled = false;
   Generator::Events ev;
-  ev.token = [&](int seq, const Pick& p) {
+  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
     got[seq].push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
-    return static_cast<int>(got[seq].size()) < n;
+    EXPECT_EQ(end, static_cast<int>(got[seq].size()) < n ? SequenceEnd::none : SequenceEnd::length);
+    return true;
   };
-  ev.context_full = [](int) { FAIL() << "context full"; };
   ev.waiting = [](int, const std::string&) {};
   ev.between_steps = [&](bool idle) {
     if (!canceled && got[sb].size() == 3) {
@@ -213,16 +216,16 @@ TEST(Generator, ConstrainedOutputIsAlwaysTheSchemasJson) {
     std::vector<int32_t> free_ids;
     bool ended = false;
     Generator::Events ev;
-    ev.token = [&](int seq, const Pick& p) {
+    ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
+      EXPECT_NE(end, SequenceEnd::context);
       if (seq == f) {
         free_ids.push_back(p.id);
-        return free_ids.size() < 20;
+        return true;
       }
       if (m.tokenizer.is_control(p.id)) return !(ended = true);  // an end token: the JSON is whole
       text += m.tokenizer.token_bytes(p.id);
       return true;
     };
-    ev.context_full = [](int) { FAIL() << "context full"; };
     ev.waiting = [](int, const std::string&) {};
     ev.between_steps = [](bool idle) { return !idle; };
     gen.run(ev);
@@ -238,11 +241,12 @@ TEST(Generator, ConstrainedOutputIsAlwaysTheSchemasJson) {
     Generator alone_gen(m, pool, solo2, o);
     alone_gen.add(prompt(6, 1), free);
     std::vector<int32_t> alone_ids;
-    ev.token = [&](int, const Pick& p) {
+    ev.token = [&](int, const Pick& p, SequenceEnd) {
       alone_ids.push_back(p.id);
-      return alone_ids.size() < 20;
+      return true;
     };
     alone_gen.run(ev);
+    EXPECT_EQ(free_ids.size(), 20u);
     EXPECT_EQ(free_ids, alone_ids);
   }
 }
@@ -260,11 +264,11 @@ TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   gen.add(prompt(6, 2), p);
   std::vector<int32_t> ids;
   Generator::Events ev;
-  ev.token = [&](int, const Pick& pick) {
-    ids.push_back(pick.id);
-    return pick.id != m.tokenizer.special_id("<|return|>").value();
+  SequenceEnd last = SequenceEnd::none;
+  ev.token = [&](int, const Pick& pick, SequenceEnd end) {
+    ids.push_back(pick.id), last = end;
+    return true;
   };
-  ev.context_full = [](int) { FAIL() << "context full"; };
   ev.waiting = [](int, const std::string&) {};
   ev.between_steps = [](bool idle) { return !idle; };
   gen.run(ev);
@@ -276,6 +280,118 @@ TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   const auto message = std::find(ids.begin(), ids.end(), m.tokenizer.special_id("<|message|>").value());
   EXPECT_EQ(at - message - 1, 6);
   EXPECT_EQ(ids.back(), m.tokenizer.special_id("<|return|>").value());
+  EXPECT_EQ(last, SequenceEnd::stop);  // the generator ended it there
+}
+
+// The generator ends sequences itself, and says why: what each sequence
+// drew, and the end reported with each token.
+struct Drawn {
+  std::vector<int32_t> ids;
+  std::vector<SequenceEnd> ends;
+};
+
+std::map<int, Drawn> run_until_ended(Generator& gen) {
+  std::map<int, Drawn> got;
+  Generator::Events ev;
+  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
+    got[seq].ids.push_back(p.id), got[seq].ends.push_back(end);
+    return true;  // never this caller's reason: the generator alone ends them
+  };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [](bool idle) { return !idle; };
+  gen.run(ev);
+  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::full), 0);
+  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::sliding), 0);
+  return got;
+}
+
+// n tokens, the last one ending the sequence for `why`, none before.
+void expect_ended(const Drawn& d, size_t n, SequenceEnd why) {
+  ASSERT_EQ(d.ids.size(), n);
+  for (size_t i = 0; i + 1 < n; ++i) EXPECT_EQ(d.ends[i], SequenceEnd::none) << "token " << i;
+  EXPECT_EQ(d.ends.back(), why);
+}
+
+SequenceParams greedy(int max_new_tokens) {
+  SequenceParams p;
+  p.sampler.temperature = 0, p.max_new_tokens = max_new_tokens;
+  return p;
+}
+
+GeneratorOptions small_options(int sequences, int context) {
+  GeneratorOptions o;
+  o.max_sequences = sequences, o.step_tokens = 64, o.context = context;
+  return o;
+}
+
+TEST(Generator, EndsASequenceAtExactlyItsMaxNewTokens) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  {
+    Exchange solo;
+    Generator gen(m, pool, solo, small_options(1, 128));
+    const int a = gen.add(prompt(9, 1), greedy(7));
+    expect_ended(run_until_ended(gen)[a], 7, SequenceEnd::length);
+  }
+  // Batched: one ends after 1 token, one after 7, while the third goes on.
+  Exchange solo;
+  Generator gen(m, pool, solo, small_options(3, 128));
+  const int a = gen.add(prompt(9, 1), greedy(7)), b = gen.add(prompt(20, 2), greedy(1));
+  const int c = gen.add(prompt(4, 3), greedy(30));
+  std::map<int, Drawn> got = run_until_ended(gen);
+  expect_ended(got[a], 7, SequenceEnd::length);
+  expect_ended(got[b], 1, SequenceEnd::length);
+  expect_ended(got[c], 30, SequenceEnd::length);
+}
+
+TEST(Generator, EndsASequenceAtAStopToken) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  // The greedy tokens of a prompt, then one of them made a stop token: the
+  // sequence ends at its first occurrence.
+  const std::vector<Step> free = alone(m, pool, prompt(9, 1), 12);
+  const int32_t stop = free[5].id;
+  size_t first = 0;
+  while (free[first].id != stop) ++first;
+  SequenceParams stopping = greedy(12);
+  stopping.stop_tokens = {stop};
+  {
+    Exchange solo;
+    Generator gen(m, pool, solo, small_options(1, 128));
+    const int a = gen.add(prompt(9, 1), stopping);
+    expect_ended(run_until_ended(gen)[a], first + 1, SequenceEnd::stop);
+  }
+  // Batched beside one with the default stop tokens, which goes on.
+  Exchange solo;
+  Generator gen(m, pool, solo, small_options(2, 128));
+  const int a = gen.add(prompt(9, 1), stopping), b = gen.add(prompt(9, 1), greedy(12));
+  std::map<int, Drawn> got = run_until_ended(gen);
+  expect_ended(got[a], first + 1, SequenceEnd::stop);
+  expect_ended(got[b], 12, SequenceEnd::length);
+  for (size_t i = 0; i < got[b].ids.size(); ++i) EXPECT_EQ(got[b].ids[i], free[i].id) << "token " << i;
+}
+
+// A context of 32 positions: a prompt of 20 has room for 12 more keys, so
+// its 13th token, whose keys would be the 33rd, ends it.
+TEST(Generator, EndsASequenceWhenTheContextIsFull) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  {
+    Exchange solo;
+    Generator gen(m, pool, solo, small_options(1, 32));
+    const int a = gen.add(prompt(20, 1), greedy(100));
+    expect_ended(run_until_ended(gen)[a], 13, SequenceEnd::context);
+  }
+  // Batched: a shorter prompt goes on after it (to 28 tokens), another
+  // ends at its length first.
+  Exchange solo;
+  Generator gen(m, pool, solo, small_options(3, 32));
+  const int a = gen.add(prompt(20, 1), greedy(100)), b = gen.add(prompt(5, 2), greedy(100));
+  const int c = gen.add(prompt(5, 3), greedy(4));
+  std::map<int, Drawn> got = run_until_ended(gen);
+  expect_ended(got[a], 13, SequenceEnd::context);
+  expect_ended(got[b], 28, SequenceEnd::context);
+  expect_ended(got[c], 4, SequenceEnd::length);
 }
 
 }  // namespace

@@ -51,12 +51,12 @@ TEST(Harmony, StreamSeparatesChannels) {
 // but not the prompt's "assistant", is raw text, and so is what follows.
 TEST(Harmony, OutputThatIsNotHarmonyIsShownRaw) {
   const std::string said(HarmonyStream::kMaxHeaderBytes, 'x');
-  GeneratedText text(TextOptions{1000, true, false});
+  GeneratedText text(TextOptions{true, false});
   std::string shown;
   for (int32_t id : test_tokenizer().encode(said + " and more")) shown += text.accept(id, test_tokenizer());
   EXPECT_EQ(shown + text.flush(), said + " and more");
   // A harmony answer shows its final channel only.
-  GeneratedText chat(TextOptions{1000, true, false});
+  GeneratedText chat(TextOptions{true, false});
   shown.clear();
   for (int32_t id : test_tokenizer().encode("<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final"
                                             "<|message|>Yes.",

@@ -154,6 +154,19 @@ TEST(Scheduler, AFullPoolMakesNewSequencesWaitNeverCrash) {
   EXPECT_THROW(s.add({}, 1), InputError);
 }
 
+// A sequence run past its length (the generator ends it there) would take
+// blocks promised to others: the scheduler refuses, and says so.
+TEST(Scheduler, NeverGivesASequenceMoreBlocksThanItWasPromised) {
+  Scheduler s(options(2, 64, 8));
+  const int a = s.add(tokens(16), 1);  // up to 17 positions: 2 blocks promised
+  Batch batch;
+  // Its prompt, then decode steps up to position 31, within its 2 blocks.
+  for (int i = 0; i < 17; ++i) ASSERT_FALSE(step(s, batch).empty()) << "step " << i;
+  EXPECT_EQ(s.sequence(a).full.size(), 2u);
+  EXPECT_THROW(step(s, batch), Error);  // position 32 would need a third
+  EXPECT_EQ(s.sequence(a).full.size(), 2u);
+}
+
 TEST(Scheduler, SlidingBlocksPastTheWindowGoBack) {
   const SchedulerOptions o = options(1, 16, 64);  // window 32: 2 blocks, 3 held with the current one
   Scheduler s(o);

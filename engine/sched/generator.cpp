@@ -283,17 +283,23 @@ void Generator::complete(const Batch& batch, const std::vector<Pick>& picks, con
     if (e.logits == 0) continue;
     const Pick& p = picks.at(r++);
     scheduler_.append(e.seq, p.id);
-    bool done = !events.token(e.seq, p);
-    if (!done && scheduler_.context_full(e.seq)) {
-      events.context_full(e.seq);
-      done = true;
-    }
-    if (done) {
+    const SequenceEnd end = end_of(e.seq, p.id);
+    const bool go_on = events.token(e.seq, p, end);
+    if (end != SequenceEnd::none || !go_on) {
       scheduler_.finish(e.seq);
       params_.erase(e.seq), told_.erase(e.seq);
       leaving_.push_back(e.seq);
     }
   }
+}
+
+// Why a sequence ends with the token just appended: the one place that
+// decides it, so a front end cannot run a sequence past its promised blocks.
+SequenceEnd Generator::end_of(int seq, int32_t token) const {
+  const SequenceParams& p = params_.at(seq);
+  const Scheduler::Sequence& s = scheduler_.sequence(seq);
+  return sequence_end(token, p.stop_tokens, static_cast<int>(s.tokens.size()) - s.prompt, p.max_new_tokens,
+                      scheduler_.context_full(seq));
 }
 
 void Generator::run_together(const Events& events) {

@@ -22,8 +22,10 @@
 #include "engine/sched/constraint.h"
 #include "engine/sched/pick.h"
 #include "engine/sched/scheduler.h"
+#include "engine/sched/sequence_end.h"
 #include "engine/step/forward.h"
 #include "engine/step/kv_pool.h"
+#include "engine/text/harmony.h"
 #include "runtime/exchange.h"
 #include "runtime/thread_pool.h"
 
@@ -52,12 +54,14 @@ uint64_t kv_pool_bytes(const SchedulerOptions& options, KvType type, const Model
 // so a launcher can check it against the rank's memory first.
 uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard, int threads);
 
-// What a sequence asks for besides its prompt.
+// What a sequence asks for besides its prompt. The generator ends it at its
+// stop tokens, at max_new_tokens, or when the context is full.
 struct SequenceParams {
   SamplerParams sampler;
   int max_new_tokens = 256;  // tokens to generate at most
   int top_logprobs = 0;      // alternatives each Pick reports
   std::string constraint;    // a grammar its output is held to (constraint.h); empty: none
+  std::vector<int32_t> stop_tokens{kStopTokens.begin(), kStopTokens.end()};  // the model's end of turn
 };
 
 class Generator {
@@ -76,11 +80,11 @@ class Generator {
 
   // What run() tells rank 0's caller.
   struct Events {
-    // A sequence's next token; return false when the sequence is done (a stop
-    // token, its length, a stop string, a client gone).
-    std::function<bool(int seq, const Pick& pick)> token;
-    // No position left for a sequence's next token: it has ended.
-    std::function<void(int seq)> context_full;
+    // A sequence's next token, and whether the generator ends the sequence
+    // with it and why (SequenceEnd::none: it goes on). Return false to end
+    // it for the caller's own reasons (a stop string, a client gone, a
+    // deadline); once it has ended the answer is not read.
+    std::function<bool(int seq, const Pick& pick, SequenceEnd end)> token;
     // A sequence waits for a place, and why (said once per reason).
     std::function<void(int seq, const std::string& why)> waiting;
     // Before each step: the caller may add sequences (when idle -- nothing
@@ -123,6 +127,7 @@ class Generator {
   Plan make_plan(bool stop);
   void tell_waiting(const Events& events);
   void complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events);
+  SequenceEnd end_of(int seq, int32_t token) const;
   // The sampling ranks' picks of the next tokens of a batch's entries that
   // have logits, from their rows (masked first where a sequence is
   // constrained), all chosen together: one exchange per round, not per entry.

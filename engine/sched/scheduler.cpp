@@ -151,8 +151,13 @@ void Scheduler::schedule(Sequence& s, int count, Batch& batch) {
   s.in_flight = true;
 }
 
+// Only from the sequence's promise: past it, it would take blocks promised
+// to others (the generator ends a sequence before that; this says so if not).
 void Scheduler::take_full(Sequence& s, int positions) {
   while (static_cast<int>(s.full.size()) < blocks_for(positions)) {
+    if (s.full_promised == 0)
+      throw Error(cat("sequence ", s.id, " reached position ", positions, ", past the ", s.full.size(),
+                      " KV blocks it was promised (a sequence that was not ended at its length)"));
     s.full.push_back(blocks_.allocate(BlockKind::full));
     --s.full_promised;
   }

@@ -2,17 +2,11 @@
 
 namespace tps {
 
-GeneratedText::GeneratedText(const TextOptions& o) : o_(o) {
-  if (o.max_new_tokens == 0) stop_ = "length";
-}
+GeneratedText::GeneratedText(const TextOptions& o) : o_(o) {}
 
 std::string GeneratedText::accept(int32_t id, const Tokenizer& tokenizer) {
   out_.push_back(id);
-  if (is_stop_token(id)) {
-    stop_ = "stop token";
-    return "";
-  }
-  if (static_cast<int>(out_.size()) == o_.max_new_tokens) stop_ = "length";
+  if (is_stop_token(id)) return "";
   const std::string& piece = tokenizer.token_bytes(id);
   if (o_.harmony) {
     const HarmonyStream::Step st = harmony_.push(id, piece);

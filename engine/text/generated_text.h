@@ -1,7 +1,8 @@
 // A generated sequence as its reader sees it: the tokens so far, why it
-// stopped, and the text it shows -- all of it, or of a harmony chat only the
-// final channel (and the analysis when asked) -- never half a UTF-8
-// character.
+// stopped (as the caller says: the generator decides where a sequence ends,
+// engine/sched/sequence_end.h), and the text it shows -- all of it, or of a
+// harmony chat only the final channel (and the analysis when asked) -- never
+// half a UTF-8 character.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,6 @@
 namespace tps {
 
 struct TextOptions {
-  int max_new_tokens = 256;    // the "length" stop
   bool harmony = false;        // show harmony channels, not raw text
   bool show_analysis = false;  // with harmony: the analysis channel too
 };
@@ -23,10 +23,10 @@ class GeneratedText {
  public:
   explicit GeneratedText(const TextOptions& options);
 
-  // Takes a generated token; returns the text it adds to what is shown.
-  // done() once it is a stop token or the length is reached.
+  // Takes a generated token; returns the text it adds to what is shown (a
+  // stop token shows nothing).
   std::string accept(int32_t id, const Tokenizer& tokenizer);
-  // Ends the sequence early ("context full", ...).
+  // The sequence ended, and why ("length", "stop token", "interrupted", ...).
   void finish(const std::string& why) { stop_ = why; }
   // The text held back for a character not yet complete.
   std::string flush() { return text_.flush(); }

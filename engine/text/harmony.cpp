@@ -1,5 +1,6 @@
 #include "engine/text/harmony.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tps {
@@ -72,7 +73,7 @@ std::vector<int32_t> render_chat_prompt(const std::string& user, const ChatOptio
   return render_conversation(c, encode_text);
 }
 
-bool is_stop_token(int32_t id) { return id == harmony::kReturn || id == harmony::kCall || id == harmony::kEndOfText; }
+bool is_stop_token(int32_t id) { return std::find(kStopTokens.begin(), kStopTokens.end(), id) != kStopTokens.end(); }
 
 namespace {
 

@@ -4,6 +4,7 @@
 // "to=functions.NAME") and its content.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -65,6 +66,9 @@ std::vector<int32_t> render_chat_prompt(const std::string& user, const ChatOptio
 
 // Tokens that end the assistant's turn during generation: <|return|> and
 // <|call|> (harmony), and <|endoftext|> (EOS-like, as llama.cpp treats it).
+// The generator ends a sequence at them (engine/sched/sequence_end.h); text
+// readers only leave them out of what they show.
+inline constexpr std::array<int32_t, 3> kStopTokens = {harmony::kReturn, harmony::kCall, harmony::kEndOfText};
 bool is_stop_token(int32_t id);
 
 // Follows generated tokens through harmony's structure: each message's
