@@ -180,7 +180,8 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
 // A decode step's attention in one layer of gpt-oss-20b: 64 query heads over
 // 8 KV heads of 64 dimensions, at `positions` cached positions, the KV heads
 // (each with its 8 query heads) split across the threads as the forward
-// pass does, the positions in blocks in pool order, the cache in `type`.
+// pass does (kv head x chunk items, then the merges), the positions in
+// blocks in pool order, the cache in `type`.
 // Reported: KV GB/s (the keys and values of the layer as stored, counted
 // once).
 void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, int threads) {
@@ -205,13 +206,32 @@ void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, 
   for (float& x : q) x = normal(rng);
   constexpr int kGroup = kHeads / kKvHeads;
   const std::vector<float> sinks(kGroup, 0.0f);
-  std::vector<std::vector<float>> scores(threads, std::vector<float>(kGroup * positions));
+  // The forward pass's work: (kv head, chunk) items over the threads, each
+  // chunk's state, then each kv head's merged in order and finished.
+  const int chunks = attention_chunks(0, positions - 1);
+  const int64_t floats = attention_state_floats(kGroup, kDim);
+  std::vector<float> partials(kKvHeads * chunks * floats), running(kKvHeads * floats);
   for (auto _ : state) {
+    ThreadPool::Chunks items(kKvHeads * chunks, 1, threads);
+    pool.run([&](int, int) {
+      for (int64_t begin, end; items.next(begin, end);)
+        for (int64_t i = begin; i < end; ++i) {
+          const int g = static_cast<int>(i / chunks), c = static_cast<int>(i % chunks);
+          cache.attend_chunk(kernels, 0, table, 0, q.data() + g * kGroup * kDim, kGroup, g, chunk_first(0, c),
+                             chunk_last(0, positions - 1, c), 0.125f,
+                             attention_state(partials.data() + i * floats, kGroup));
+        }
+    });
     pool.run([&](int t, int nt) {
       auto [begin, end] = ThreadPool::split(kKvHeads, t, nt);
-      for (int64_t g = begin; g < end; ++g)
-        cache.attend(kernels, 0, table, 0, q.data() + g * kGroup * kDim, kGroup, static_cast<int>(g), 0, positions - 1,
-                     0.125f, sinks.data(), scores[t].data(), out.data() + g * kGroup * kDim);
+      for (int64_t g = begin; g < end; ++g) {
+        const AttentionState all = attention_state(running.data() + g * floats, kGroup);
+        clear_attention_state(all, kGroup, kDim);
+        for (int c = 0; c < chunks; ++c)
+          merge_attention_state(attention_state(partials.data() + (g * chunks + c) * floats, kGroup), all, kGroup,
+                                kDim);
+        finish_attention(all, sinks.data(), kGroup, kDim, out.data() + g * kGroup * kDim);
+      }
     });
     benchmark::DoNotOptimize(out.data());
   }
@@ -282,7 +302,7 @@ int main(int argc, char** argv) {
           }
     for (Isa isa : supported_isas())
       for (int t = 0; t < kKvTypeCount; ++t)
-        for (int positions : {128, 1024, 4096, 32768})
+        for (int positions : {128, 1024, 4096, 16384, 32768})
           for (int threads : thread_counts)
             benchmark::RegisterBenchmark(cat("attention/", isa_name(isa), "/", kv_type_name(KvType(t)),
                                              "/positions:", positions, "/threads:", threads)

@@ -46,9 +46,10 @@ struct Step {
   }
 };
 
-std::vector<Step> alone(const Model& m, ThreadPool& pool, const std::vector<int32_t>& ids, int n) {
+std::vector<Step> alone(const Model& m, ThreadPool& pool, const std::vector<int32_t>& ids, int n,
+                        const SessionOptions& options = {}) {
   Exchange solo;
-  SessionOptions o;
+  SessionOptions o = options;
   o.step_tokens = 7;  // chunked too, but differently from the batched runs
   Session session(m, o, pool, solo);
   std::vector<float> logits;
@@ -122,6 +123,32 @@ void expect_batched_as_alone(const std::string& preset) {
 
 TEST(Generator, BatchedSequencesAsAloneTiny) { expect_batched_as_alone("tiny"); }
 TEST(Generator, BatchedSequencesAsAloneSmall) { expect_batched_as_alone("small"); }
+
+// Long context: a sequence past 4k positions (17 chunks of attention,
+// kv_pool.h; far past tiny's window of 16) and one that ends inside a
+// chunk, batched beside a short one on 2 threads, give the greedy tokens and
+// log-probabilities of each alone on 1 thread and on 2 (f32 cache). The F16
+// model: its attention output goes into the output projection as floats,
+// where Q8_0 weights' int8 inputs would round a last-bit difference away (a
+// chunking by the thread count passed on tiny, fails on tiny-f16).
+TEST(Generator, LongSequencesBatchedAsAloneOnAnyThreads) {
+  ThreadPool two(2), one(1);
+  Model m = load_model(GgufFile::open(model_path("tiny-f16")), two);
+  const std::vector<std::vector<int32_t>> prompts = {prompt(4200, 1), prompt(600, 2), prompt(9, 3)};
+  const int n = 6;
+  GeneratorOptions o;
+  o.max_sequences = 3, o.step_tokens = 256, o.context = 4224, o.kv_type = KvType::f32;
+  const std::vector<std::vector<Step>> got = together(m, two, o, prompts, {}, n);
+  SessionOptions s;
+  s.context = o.context, s.kv_type = KvType::f32;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (ThreadPool* pool : {&one, &two}) {
+      const std::vector<Step> want = alone(m, *pool, prompts[i], n, s);
+      ASSERT_EQ(got[i].size(), want.size()) << "prompt " << i;
+      for (int k = 0; k < n; ++k)
+        EXPECT_TRUE(got[i][k] == want[k]) << "prompt " << i << " step " << k << ", " << pool->size() << " threads";
+    }
+}
 
 TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
   ThreadPool pool(2);

@@ -4,8 +4,8 @@
 //     activations quantized to int8: a tile of rows x tokens at once, the
 //     int8 products on integer units (VNNI where the CPU has it);
 //   float weights (F32, F16, BF16) x float activations, a row at a time;
-// the experts' activation between their two products, elementwise; and the
-// three steps of attention over a KV cache (engine/step/kv_pool.h).
+// the experts' activation between their two products, elementwise; and
+// attention over a KV cache block by block (engine/step/kv_pool.h).
 // The scalar set is the reference every other set is tested against.
 #pragma once
 
@@ -83,22 +83,20 @@ struct KernelSet {
   // polynomial (within 2 ulp of expf) instead of libm's, 8 lanes at a time.
   void (*swiglu)(const float* gate, const float* up, const float* gate_bias, const float* up_bias, int64_t n,
                  float alpha, float limit, float* out);
-  // Attention of query heads [0, heads) (q [heads][head_dim]) that share a
-  // kv head, over a KV cache of each type (kernels/kv_format.h; by
-  // KvType), the sums of each in the plain loop's order in the scalar set:
-  //   scores[h * stride + j] = scale x (q_h . key first + j) for j < count,
-  //     of a key block kb (first + count <= kKeyBlock);
-  using ScoreKeys = void (*)(const float* q, int heads, int head_dim, const uint8_t* kb, float scale, int first,
-                             int count, float* scores, int64_t stride);
-  std::array<ScoreKeys, kKvTypeCount> score_keys;
-  //   z = the softmax of z's n logits and a sink logit that joins only the
-  //     denominator (softmax_with_sink, layer_math.h);
-  void (*softmax_sink)(float* z, int n, float sink);
-  //   out[h * head_dim + i] += the sum over s < n of p[h * stride + s] x
-  //     v[s][i] (v: n positions' value rows of the kv head).
-  using AddValues = void (*)(const float* p, int64_t stride, int heads, const uint8_t* const* v, int n, int head_dim,
-                             float* out);
-  std::array<AddValues, kKvTypeCount> add_values;
+  // Decode attention's one pass over a KV cache (kernels/kv_format.h; by
+  // KvType), an online softmax: query heads [0, heads) (q
+  // [heads][head_dim]) that share a kv head take the positions of lanes
+  // [first, first + count) of key block kb (first + count <= kKeyBlock),
+  // whose value rows are v[0..count). Each head's state, of the positions it
+  // took before (kernels/attention_state.h): max[h] the largest score,
+  // sum[h] the sum of e^(score - max[h]), acc[h * head_dim + i] the values
+  // weighted by e^(score - max[h]); a score is scale x (q_h . key). The
+  // scalar set's sums go in the plain loop's order (dimensions, then
+  // positions); for q8_0 keys, the codes' products by blocks of 32
+  // dimensions, each block's times its scale.
+  using AttendBlock = void (*)(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
+                               float scale, int first, int count, float* max, float* sum, float* acc);
+  std::array<AttendBlock, kKvTypeCount> attend_block;
 };
 
 // The kernels of one instruction set (compiled in; the CPU must support it).

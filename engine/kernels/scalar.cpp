@@ -1,9 +1,9 @@
 // The reference kernels: plain loops over the packed layout, an integer sum
 // per block (or half block), then its coefficients in float.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -189,27 +189,47 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
+// q . the key at lane j of a key block, the products added in dimension
+// order; q8_0's codes by blocks of 32 dimensions, each block's sum times
+// its scale (the order the vector kernels keep per lane).
 template <KvType T>
-void score_keys(const float* q, int heads, int head_dim, const uint8_t* kb, float scale, int first, int count,
-                float* scores, int64_t stride) {
-  for (int h = 0; h < heads; ++h)
-    for (int j = first; j < first + count; ++j) {
-      float dot = 0;
-      for (int i = 0; i < head_dim; ++i) dot += q[h * head_dim + i] * key_at(T, kb, head_dim, i, j);
-      scores[h * stride + j - first] = dot * scale;
+float key_dot(const float* q, const uint8_t* kb, int head_dim, int j) {
+  float dot = 0;
+  if constexpr (T == KvType::q8_0) {
+    const uint8_t* scales = kb + int64_t{head_dim} * kKeyBlock;
+    for (int b = 0; b * kKvQ8Block < head_dim; ++b) {
+      float block = 0;
+      for (int i = b * kKvQ8Block; i < std::min(head_dim, (b + 1) * kKvQ8Block); ++i)
+        block += q[i] * static_cast<float>(static_cast<int8_t>(kb[int64_t{i} * kKeyBlock + j]));
+      dot += block * fp16_to_fp32(kv_detail::u16_at(scales + 2 * (b * kKeyBlock + j)));
     }
+  } else {
+    for (int i = 0; i < head_dim; ++i) dot += q[i] * key_at(T, kb, head_dim, i, j);
+  }
+  return dot;
 }
 
-void softmax_sink(float* z, int n, float sink) { softmax_with_sink(std::span<float>(z, static_cast<size_t>(n)), sink); }
-
+// The plain loop of the online softmax: per head the block's scores, the
+// new max, the old state scaled to it, then each position's weight and
+// values added in position order.
 template <KvType T>
-void add_values(const float* p, int64_t stride, int heads, const uint8_t* const* v, int n, int head_dim, float* out) {
-  for (int h = 0; h < heads; ++h)
+void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v, float scale,
+                  int first, int count, float* max, float* sum, float* acc) {
+  for (int h = 0; h < heads; ++h) {
+    float w[kKeyBlock];
+    float m = max[h];
+    for (int j = 0; j < count; ++j)
+      m = std::max(m, w[j] = key_dot<T>(q + h * head_dim, kb, head_dim, first + j) * scale);
+    const float old = std::exp(max[h] - m);  // 0 for a state of no positions
+    float total = sum[h] * old;
+    for (int j = 0; j < count; ++j) total += w[j] = std::exp(w[j] - m);
+    max[h] = m, sum[h] = total;
     for (int i = 0; i < head_dim; ++i) {
-      float acc = out[h * head_dim + i];
-      for (int s = 0; s < n; ++s) acc += p[h * stride + s] * value_at(T, v[s], head_dim, i);
-      out[h * head_dim + i] = acc;
+      float a = acc[h * head_dim + i] * old;
+      for (int j = 0; j < count; ++j) a += w[j] * value_at(T, v[j], head_dim, i);
+      acc[h * head_dim + i] = a;
     }
+  }
 }
 
 }  // namespace
@@ -222,8 +242,6 @@ const KernelSet kScalarKernels{
     f16,
     bf16,
     swiglu,
-    {score_keys<KvType::f32>, score_keys<KvType::f16>, score_keys<KvType::bf16>, score_keys<KvType::q8_0>},
-    softmax_sink,
-    {add_values<KvType::f32>, add_values<KvType::f16>, add_values<KvType::bf16>, add_values<KvType::q8_0>}};
+    {attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>, attend_block<KvType::q8_0>}};
 
 }  // namespace tps

@@ -742,11 +742,11 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
-// Lanes 0..15 of dimension i of a key block of type T (kernels/kv_format.h)
-// as two vectors, the values key_at gives.
+// Lanes 0..15 of dimension i of a key block of a float type T
+// (kernels/kv_format.h) as two vectors, the values key_at gives.
 static_assert(kKeyBlock == 16, "a key block is two vectors");
 template <KvType T>
-inline void load_keys(const uint8_t* kb, int head_dim, int i, __m256& k0, __m256& k1) {
+inline void load_keys(const uint8_t* kb, int i, __m256& k0, __m256& k1) {
   const uint8_t* p = kb + int64_t{16} * kv_element_bytes(T) * i;
   if constexpr (T == KvType::f32) {
     k0 = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
@@ -760,13 +760,6 @@ inline void load_keys(const uint8_t* kb, int head_dim, int i, __m256& k0, __m256
           _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))), 16));
     };
     k0 = widen(p), k1 = widen(p + 16);
-  } else {
-    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const uint8_t* scales = kb + int64_t{16} * head_dim + 32 * (i / kKvQ8Block);
-    k0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)),
-                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))));
-    k1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8))),
-                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16))));
   }
 }
 
@@ -788,100 +781,127 @@ inline __m256 load_values(const uint8_t* v, int head_dim, int i) {
   }
 }
 
-// H heads' scores of a key block: 2H chains of multiply-adds over the
-// dimensions, enough (8 for H = 4) to hide their latency.
+// H heads' scores of a key block's 16 lanes, unscaled, into s[h][16]: 2H
+// chains of multiply-adds over the dimensions, enough (8 for H = 4) to hide
+// their latency. q8_0 codes by blocks of 32 dimensions, each block's sums
+// times its scales (as the scalar kernel).
 template <KvType T, int H>
-void score_heads(const float* q, int head_dim, const uint8_t* kb, float scale, int first, int count, float* scores,
-                 int64_t stride) {
+void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]) {
   __m256 acc[H][2];
   for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
-  for (int i = 0; i < head_dim; ++i) {
-    __m256 k0, k1;
-    load_keys<T>(kb, head_dim, i, k0, k1);
+  if constexpr (T == KvType::q8_0) {
+    for (int b = 0; b * kKvQ8Block < head_dim; ++b) {
+      __m256 part[H][2];
+      for (auto& a : part) a[0] = a[1] = _mm256_setzero_ps();
+      for (int i = b * kKvQ8Block; i < std::min(head_dim, (b + 1) * kKvQ8Block); ++i) {
+        const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + int64_t{16} * i));
+        const __m256 k0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
+        const __m256 k1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8)));
 #pragma GCC unroll 4
-    for (int h = 0; h < H; ++h) {
-      const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
-      acc[h][0] = _mm256_fmadd_ps(qh, k0, acc[h][0]);
-      acc[h][1] = _mm256_fmadd_ps(qh, k1, acc[h][1]);
+        for (int h = 0; h < H; ++h) {
+          const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
+          part[h][0] = _mm256_fmadd_ps(qh, k0, part[h][0]);
+          part[h][1] = _mm256_fmadd_ps(qh, k1, part[h][1]);
+        }
+      }
+      const uint8_t* scales = kb + int64_t{16} * head_dim + 32 * b;
+      const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+      const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)));
+      for (int h = 0; h < H; ++h) {
+        acc[h][0] = _mm256_fmadd_ps(part[h][0], d0, acc[h][0]);
+        acc[h][1] = _mm256_fmadd_ps(part[h][1], d1, acc[h][1]);
+      }
+    }
+  } else {
+    for (int i = 0; i < head_dim; ++i) {
+      __m256 k0, k1;
+      load_keys<T>(kb, i, k0, k1);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
+        acc[h][0] = _mm256_fmadd_ps(qh, k0, acc[h][0]);
+        acc[h][1] = _mm256_fmadd_ps(qh, k1, acc[h][1]);
+      }
     }
   }
-  const __m256 s = _mm256_set1_ps(scale);
-  for (int h = 0; h < H; ++h) {
-    float block[16];
-    _mm256_storeu_ps(block, _mm256_mul_ps(acc[h][0], s));
-    _mm256_storeu_ps(block + 8, _mm256_mul_ps(acc[h][1], s));
-    std::memcpy(scores + h * stride, block + first, sizeof(float) * count);
-  }
+  for (int h = 0; h < H; ++h) _mm256_storeu_ps(s[h], acc[h][0]), _mm256_storeu_ps(s[h] + 8, acc[h][1]);
 }
 
-template <KvType T>
-void score_keys(const float* q, int heads, int head_dim, const uint8_t* kb, float scale, int first, int count,
-                float* scores, int64_t stride) {
-  int h = 0;
-  auto heads_from_h = [&]<int H>() {
-    score_heads<T, H>(q + h * head_dim, head_dim, kb, scale, first, count, scores + h * stride, stride);
-  };
-  for (; h + 4 <= heads; h += 4) heads_from_h.template operator()<4>();
-  switch (heads - h) {
-    case 3: return heads_from_h.template operator()<3>();
-    case 2: return heads_from_h.template operator()<2>();
-    case 1: return heads_from_h.template operator()<1>();
-  }
-}
-
-void softmax_sink(float* z, int n, float sink) {
-  int i = 0;
-  __m256 m8 = _mm256_set1_ps(sink);
-  for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(z + i));
-  float lanes[8], m = sink;
-  _mm256_storeu_ps(lanes, m8);
-  for (float l : lanes) m = std::max(m, l);
-  for (int j = i; j < n; ++j) m = std::max(m, z[j]);
-  __m256 sum8 = _mm256_setzero_ps();
-  const __m256 mv = _mm256_set1_ps(m);
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(z + i), mv));
-    _mm256_storeu_ps(z + i, e);
-    sum8 = _mm256_add_ps(sum8, e);
-  }
-  float denom = std::exp(sink - m) + hsum(sum8);
-  for (; i < n; ++i) denom += z[i] = std::exp(z[i] - m);
-  const __m256 d = _mm256_set1_ps(denom);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, _mm256_div_ps(_mm256_loadu_ps(z + i), d));
-  for (; i < n; ++i) z[i] /= denom;
-}
-
-// Dimensions [i0, i0 + 8V) of one head's value sums, in V chains (8 for a
-// head of 64).
+// Dimensions [i0, i0 + 8V) of one head's weighted values: the state's
+// times `old` (unless 1), plus w[j] x v[j] for j < n in position order, in
+// V chains (8 for a head of 64).
 template <KvType T, int V>
-void add_value_dims(const float* p, const uint8_t* const* v, int n, int head_dim, int i0, float* out) {
-  __m256 acc[V];
-  for (int r = 0; r < V; ++r) acc[r] = _mm256_loadu_ps(out + i0 + 8 * r);
-  for (int s = 0; s < n; ++s) {
-    const __m256 ps = _mm256_broadcast_ss(p + s);
-#pragma GCC unroll 8
-    for (int r = 0; r < V; ++r) acc[r] = _mm256_fmadd_ps(ps, load_values<T>(v[s], head_dim, i0 + 8 * r), acc[r]);
+void add_value_dims(const float* w, float old, const uint8_t* const* v, int n, int head_dim, int i0, float* acc) {
+  __m256 a[V];
+  const __m256 o = _mm256_set1_ps(old);
+  for (int r = 0; r < V; ++r) {
+    a[r] = _mm256_loadu_ps(acc + i0 + 8 * r);
+    if (old != 1.0f) a[r] = _mm256_mul_ps(a[r], o);
   }
-  for (int r = 0; r < V; ++r) _mm256_storeu_ps(out + i0 + 8 * r, acc[r]);
+  for (int j = 0; j < n; ++j) {
+    const __m256 wj = _mm256_broadcast_ss(w + j);
+#pragma GCC unroll 8
+    for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(wj, load_values<T>(v[j], head_dim, i0 + 8 * r), a[r]);
+  }
+  for (int r = 0; r < V; ++r) _mm256_storeu_ps(acc + i0 + 8 * r, a[r]);
 }
 
+// One head's step of the online softmax over lanes [first, first + count)
+// of its 16 unscaled scores s: the new max, the weights e^(score - max)
+// (exp256; lanes outside the run 0), the state's sum and values rescaled.
 template <KvType T>
-void add_values(const float* p, int64_t stride, int heads, const uint8_t* const* v, int n, int head_dim, float* out) {
-  for (int h = 0; h < heads; ++h) {
-    const float* ph = p + h * stride;
-    float* o = out + h * head_dim;
-    int i = 0;
-    for (; i + 64 <= head_dim; i += 64) add_value_dims<T, 8>(ph, v, n, head_dim, i, o);
-    for (; i + 8 <= head_dim; i += 8) add_value_dims<T, 1>(ph, v, n, head_dim, i, o);
-    for (; i < head_dim; ++i)
-      for (int s = 0; s < n; ++s) o[i] += ph[s] * value_at(T, v[s], head_dim, i);
+void attend_head(float* s, int head_dim, const uint8_t* const* v, float scale, int first, int count, float& max,
+                 float& sum, float* acc) {
+  const __m256 inside0 = _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_castps_si256(lane_mask(first + count)),
+                       _mm256_xor_si256(_mm256_castps_si256(lane_mask(first)), _mm256_set1_epi32(-1))));
+  const __m256 inside1 = _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_castps_si256(lane_mask(first + count - 8)),
+                       _mm256_xor_si256(_mm256_castps_si256(lane_mask(first - 8)), _mm256_set1_epi32(-1))));
+  const __m256 sc = _mm256_set1_ps(scale), low = _mm256_set1_ps(-INFINITY);
+  const __m256 s0 = _mm256_blendv_ps(low, _mm256_mul_ps(_mm256_loadu_ps(s), sc), inside0);
+  const __m256 s1 = _mm256_blendv_ps(low, _mm256_mul_ps(_mm256_loadu_ps(s + 8), sc), inside1);
+  float lanes[8], m = max;
+  _mm256_storeu_ps(lanes, _mm256_max_ps(s0, s1));
+  for (float l : lanes) m = std::max(m, l);
+  const float old = std::exp(max - m);  // 0 for a state of no positions
+  const __m256 mv = _mm256_set1_ps(m);
+  const __m256 w0 = _mm256_and_ps(exp256(_mm256_sub_ps(s0, mv)), inside0);
+  const __m256 w1 = _mm256_and_ps(exp256(_mm256_sub_ps(s1, mv)), inside1);
+  max = m, sum = sum * old + hsum(_mm256_add_ps(w0, w1));
+  float w[16];
+  _mm256_storeu_ps(w, w0), _mm256_storeu_ps(w + 8, w1);
+  int i = 0;
+  for (; i + 64 <= head_dim; i += 64) add_value_dims<T, 8>(w + first, old, v, count, head_dim, i, acc);
+  for (; i + 8 <= head_dim; i += 8) add_value_dims<T, 1>(w + first, old, v, count, head_dim, i, acc);
+  for (; i < head_dim; ++i) {
+    float a = acc[i] * old;
+    for (int j = 0; j < count; ++j) a += w[first + j] * value_at(T, v[j], head_dim, i);
+    acc[i] = a;
+  }
+}
+
+// Heads 4 at a time: a key block's dimension is widened once for 4 heads'
+// scores; then each head's softmax step and values.
+template <KvType T>
+void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v, float scale,
+                  int first, int count, float* max, float* sum, float* acc) {
+  float s[4][16];
+  for (int h = 0; h < heads;) {
+    const int take = std::min(4, heads - h);
+    switch (take) {
+      case 4: score_heads<T, 4>(q + h * head_dim, head_dim, kb, s); break;
+      case 3: score_heads<T, 3>(q + h * head_dim, head_dim, kb, s); break;
+      case 2: score_heads<T, 2>(q + h * head_dim, head_dim, kb, s); break;
+      default: score_heads<T, 1>(q + h * head_dim, head_dim, kb, s); break;
+    }
+    for (int k = 0; k < take; ++k, ++h)
+      attend_head<T>(s[k], head_dim, v, scale, first, count, max[h], sum[h], acc + int64_t{h} * head_dim);
   }
 }
 
 // The attention kernels by KvType.
-constexpr std::array<KernelSet::ScoreKeys, kKvTypeCount> kScoreKeys = {
-    score_keys<KvType::f32>, score_keys<KvType::f16>, score_keys<KvType::bf16>, score_keys<KvType::q8_0>};
-constexpr std::array<KernelSet::AddValues, kKvTypeCount> kAddValues = {
-    add_values<KvType::f32>, add_values<KvType::f16>, add_values<KvType::bf16>, add_values<KvType::q8_0>};
+constexpr std::array<KernelSet::AttendBlock, kKvTypeCount> kAttendBlock = {
+    attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>, attend_block<KvType::q8_0>};
 
 }  // namespace

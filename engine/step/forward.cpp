@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/kernels/attention_state.h"
 #include "engine/kernels/layer_math.h"
 #include "engine/step/parallel_products.h"
 #include "runtime/clock.h"
@@ -45,18 +46,23 @@ ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& po
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d);
   xq_.resize(static_cast<int>(B), std::max<int64_t>(d, q));
-  scores_.assign(pool.size(), std::vector<float>(static_cast<size_t>(c.n_head / c.n_head_kv) * o.context));
+  items_.resize(kAttentionRound);
+  partials_.resize(kAttentionRound * attention_state_floats(static_cast<int>(c.n_head / c.n_head_kv), c.head_dim));
+  running_max_.resize(B * n_head_), running_sum_.resize(B * n_head_);
 }
 
-uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, const ForwardOptions& o, int threads) {
+uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, const ForwardOptions& o,
+                                   [[maybe_unused]] int threads) {  // no buffer is per thread
   // The constructor's buffers, one term each, in its order.
   const uint64_t B = std::max(o.step_tokens, 1), d = c.n_embd, kv_heads = shard.share.kv_heads.size();
   const uint64_t q = kv_heads * (c.n_head / c.n_head_kv) * c.head_dim, kv = kv_heads * c.head_dim;
   const uint64_t ints = 3 * B, floats = 2 * B * d + 2 * B * q + 2 * B * kv, fixed = B * d;
-  const uint64_t scores = static_cast<uint64_t>(std::max(threads, 1)) * (c.n_head / c.n_head_kv) *
-                          static_cast<uint64_t>(std::max(o.context, 1));
-  return 4 * (ints + floats + scores) + 8 * fixed + QuantizedActivations::bytes_for(B, std::max(d, q)) +
-         MoeBlock::buffer_bytes(c, shard, static_cast<int>(B));
+  const uint64_t items = 4 * kAttentionRound;
+  const uint64_t partials =
+      kAttentionRound * attention_state_floats(static_cast<int>(c.n_head / c.n_head_kv), static_cast<int>(c.head_dim));
+  const uint64_t running = 2 * B * (q / std::max<uint64_t>(c.head_dim, 1));
+  return 4 * (ints + floats + items + partials + running) + 8 * fixed +
+         QuantizedActivations::bytes_for(B, std::max(d, q)) + MoeBlock::buffer_bytes(c, shard, static_cast<int>(B));
 }
 
 Activations ForwardPass::prepare(const float* x, int n, int64_t cols, bool q8) {
@@ -121,10 +127,77 @@ void ForwardPass::run(const Batch& batch, KvPool& kv, float* logits) {
   clock.lap(timings_.logits);
 }
 
+AttentionState ForwardPass::running_state(int t, int g) {
+  const int group = static_cast<int>(c_.n_head / c_.n_head_kv);
+  const int64_t head = int64_t{t} * n_head_ + int64_t{g} * group;
+  return {running_max_.data() + head, running_sum_.data() + head, attn_.data() + head * c_.head_dim};
+}
+
+// Scaled dot-product attention with a sink per head, over (token, kv head,
+// chunk) items (kv_pool.h: chunks of a fixed number of positions), each
+// with the query heads that share the kv head, so that one long sequence
+// keeps every thread busy. The items go in rounds in the order tokens,
+// kv heads, chunks, so every (token, kv head)'s chunks merge in chunk order.
+void ForwardPass::attend(int layer, const Batch& batch, const KvPool& kv) {
+  const int n = batch.token_count(), group = static_cast<int>(c_.n_head / c_.n_head_kv), kv_heads = n_head_ / group;
+  const bool sliding = c_.is_sliding_layer(layer);
+  const int window = static_cast<int>(c_.sliding_window);
+  for (int t = 0; t < n; ++t)
+    for (int g = 0; g < kv_heads; ++g) clear_attention_state(running_state(t, g), group, static_cast<int>(c_.head_dim));
+  int items = 0;
+  for (int o = 0; o < n; ++o) {
+    const int t = attention_order_[o], p = token_pos_[t], first = first_visible(p, window, sliding);
+    for (int g = 0; g < kv_heads; ++g)
+      for (int c = 0; c < attention_chunks(first, p); ++c) {
+        items_[items++] = {t, g, chunk_first(first, c), chunk_last(first, p, c)};
+        if (items == kAttentionRound) attend_round(layer, batch, kv, items), items = 0;
+      }
+  }
+  if (items > 0) attend_round(layer, batch, kv, items);
+  const float* sinks = w_.layers[layer].sinks;
+  for (int t = 0; t < n; ++t)
+    for (int g = 0; g < kv_heads; ++g) {
+      const AttentionState s = running_state(t, g);
+      finish_attention(s, sinks + g * group, group, static_cast<int>(c_.head_dim), s.acc);
+    }
+}
+
+void ForwardPass::attend_round(int layer, const Batch& batch, const KvPool& kv, int items) {
+  const int group = static_cast<int>(c_.n_head / c_.n_head_kv), hd = static_cast<int>(c_.head_dim);
+  const int64_t state_floats = attention_state_floats(group, hd);
+  const bool sliding = c_.is_sliding_layer(layer);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  ThreadPool::Chunks chunks(items, 1, pool_.size());
+  pool_.run([&](int, int) {
+    for (int64_t begin, end; chunks.next(begin, end);)
+      for (int64_t i = begin; i < end; ++i) {
+        const AttentionItem& it = items_[i];
+        const BatchEntry& e = batch.entries[token_entry_[it.t]];
+        kv.attend_chunk(kernels_, layer, sliding ? batch.sliding_table(e) : batch.full_table(e),
+                        sliding ? e.sliding_block0 : 0, q_.data() + int64_t{it.t} * q_w_ + int64_t{it.g} * group * hd,
+                        group, it.g, it.first, it.last, scale,
+                        attention_state(partials_.data() + i * state_floats, group));
+      }
+  });
+  // Each (token, kv head)'s run of items merges in order, by one thread.
+  std::vector<int> runs;
+  for (int i = 0; i < items; ++i)
+    if (i == 0 || items_[i].t != items_[i - 1].t || items_[i].g != items_[i - 1].g) runs.push_back(i);
+  runs.push_back(items);
+  ThreadPool::Chunks merges(static_cast<int64_t>(runs.size()) - 1, 1, pool_.size());
+  pool_.run([&](int, int) {
+    for (int64_t begin, end; merges.next(begin, end);)
+      for (int64_t r = begin; r < end; ++r)
+        for (int i = runs[r]; i < runs[r + 1]; ++i)
+          merge_attention_state(attention_state(partials_.data() + i * state_floats, group),
+                                running_state(items_[i].t, items_[i].g), group, hd);
+  });
+}
+
 void ForwardPass::attention(int layer, const Batch& batch, KvPool& kv) {
   const LayerWeights& L = w_.layers[layer];
   const int n = batch.token_count();
-  const int64_t d = c_.n_embd, hd = c_.head_dim, q_w = q_w_, kv_w = kv_w_;
+  const int64_t d = c_.n_embd, q_w = q_w_, kv_w = kv_w_;
   const int n_head = n_head_, group = c_.n_head / c_.n_head_kv;
   const bool sliding = c_.is_sliding_layer(layer);
   Stopwatch clock;
@@ -145,22 +218,7 @@ void ForwardPass::attention(int layer, const Batch& batch, KvPool& kv) {
     kv.store(layer, table(e)[p / kKvBlock - block0(e)], p % kKvBlock, k_.data() + t * kv_w, v_.data() + t * kv_w);
   }
 
-  // Scaled dot-product attention with a sink per head, over (token, kv
-  // head) items, each with the query heads that share the kv head.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int kv_heads = n_head / group, window = static_cast<int>(c_.sliding_window);
-  ThreadPool::Chunks items(static_cast<int64_t>(n) * kv_heads, 1, pool_.size());
-  pool_.run([&](int th, int) {
-    for (int64_t begin, end; items.next(begin, end);)
-      for (int64_t item = begin; item < end; ++item) {
-        const int t = attention_order_[item / kv_heads], g = static_cast<int>(item % kv_heads);
-        const int p = token_pos_[t];
-        const BatchEntry& e = batch.entries[token_entry_[t]];
-        const int64_t at = t * q_w + static_cast<int64_t>(g) * group * hd;
-        kv.attend(kernels_, layer, table(e), block0(e), q_.data() + at, group, g, first_visible(p, window, sliding), p,
-                  scale, L.sinks + g * group, scores_[th].data(), attn_.data() + at);
-      }
-  });
+  attend(layer, batch, kv);
   clock.lap(timings_.attention);
 
   // This rank's heads' part of the output projection, summed over ranks

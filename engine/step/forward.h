@@ -83,6 +83,13 @@ class ForwardPass {
 
  private:
   void attention(int layer, const Batch& batch, KvPool& kv);
+  // attn_ = the attention of every token's query heads over its visible
+  // positions (the q, k and v of the step stored).
+  void attend(int layer, const Batch& batch, const KvPool& kv);
+  // One round's (token, kv head, chunk) items: each chunk's state into
+  // partials_, then each (token, kv head)'s merged into its running state.
+  void attend_round(int layer, const Batch& batch, const KvPool& kv, int items);
+  AttentionState running_state(int t, int g);
   // The int8 form of x's n rows when q8, and the view the products take.
   Activations prepare(const float* x, int n, int64_t cols, bool q8);
 
@@ -109,7 +116,16 @@ class ForwardPass {
   std::vector<int64_t> proj_;
   QuantizedActivations xq_;  // quantized input of the current product
   MoeBlock moe_;
-  std::vector<std::vector<float>> scores_;  // per thread: attention scores [heads per kv head][context]
+  // Attention's work in rounds of at most kAttentionRound (token, kv head,
+  // chunk) items: the round's items (token, kv head, first and last
+  // position), their chunks' states; each (token, query head)'s running
+  // max and sum (its weighted values in attn_).
+  struct AttentionItem {
+    int t, g, first, last;
+  };
+  static constexpr int kAttentionRound = 1024;
+  std::vector<AttentionItem> items_;
+  std::vector<float> partials_, running_max_, running_sum_;
 };
 
 }  // namespace tps

@@ -57,36 +57,34 @@ void KvPool::store(int layer, int block, int lane, const float* k, const float* 
   }
 }
 
-void KvPool::attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
-                    int heads, int g, int first, int last, float scale, const float* sinks, float* scores,
-                    float* out) const {
-  const int count = last - first + 1;
-  const KernelSet::ScoreKeys score_keys = k.score_keys[static_cast<int>(type_)];
-  const KernelSet::AddValues add_values = k.add_values[static_cast<int>(type_)];
-  auto block_page = [&](int pos) { return page(layer, table[pos / kKvBlock - block0]); };
-  // Scores a key block at a time, of which the visible positions take a
-  // run; the block stays in L1 while every head scores it.
+void KvPool::attend_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
+                          int heads, int g, int first, int last, float scale, AttentionState state) const {
+  clear_attention_state(state, heads, hd_);
+  const KernelSet::AttendBlock attend_block = k.attend_block[static_cast<int>(type_)];
+  // A key block at a time, of which the visible positions take a run.
   for (int s = first; s <= last;) {
     const int lane = s % kKvBlock, take = std::min(kKvBlock - lane, last - s + 1);
-    score_keys(q, heads, hd_, block_page(s) + g * key_block_bytes_, scale, lane, take, scores + s - first, count);
+    const uint8_t* page_at = page(layer, table[s / kKvBlock - block0]);
+    const uint8_t* values[kKvBlock];
+    for (int j = 0; j < take; ++j)
+      values[j] = page_at + kv_heads_ * key_block_bytes_ + ((lane + j) * kv_heads_ + g) * value_bytes_;
+    attend_block(q, heads, hd_, page_at + g * key_block_bytes_, values, scale, lane, take, state.max, state.sum,
+                 state.acc);
     s += take;
   }
-  for (int h = 0; h < heads; ++h) k.softmax_sink(scores + h * count, count, sinks[h]);
-  // The weighted sums of values by passes of kKvBlock positions from
-  // `first`: each pass's values stay in L1 for every head (passes of 64 were
-  // no faster), and a head's sums carry over between passes in out, so they
-  // still add the positions in order.
-  std::fill_n(out, static_cast<int64_t>(heads) * hd_, 0.0f);
-  for (int s0 = 0; s0 < count; s0 += kKvBlock) {
-    const int n = std::min(count - s0, kKvBlock);
-    const uint8_t* values[kKvBlock];
-    for (int s = s0; s < s0 + n; ++s) {
-      const int pos = first + s;
-      values[s - s0] =
-          block_page(pos) + kv_heads_ * key_block_bytes_ + ((pos % kKvBlock) * kv_heads_ + g) * value_bytes_;
-    }
-    add_values(scores + s0, count, heads, values, n, hd_, out);
+}
+
+void KvPool::attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
+                    int heads, int g, int first, int last, float scale, const float* sinks, float* scratch,
+                    float* out) const {
+  const AttentionState all = attention_state(scratch, heads);
+  const AttentionState chunk = attention_state(scratch + attention_state_floats(heads, hd_), heads);
+  clear_attention_state(all, heads, hd_);
+  for (int c = 0; c < attention_chunks(first, last); ++c) {
+    attend_chunk(k, layer, table, block0, q, heads, g, chunk_first(first, c), chunk_last(first, last, c), scale, chunk);
+    merge_attention_state(chunk, all, heads, hd_);
   }
+  finish_attention(all, sinks, heads, hd_, out);
 }
 
 }  // namespace tps

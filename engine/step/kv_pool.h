@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/kernels/attention_state.h"
 #include "engine/kernels/kernel_set.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weights.h"
@@ -39,6 +40,25 @@ static_assert(kKvBlock == kKeyBlock, "a KV block is one key block of the attenti
 // full-attention layers.
 inline int first_visible(int pos, int window, bool sliding) {
   return sliding && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+
+// Attention cuts a query's visible positions into chunks at multiples of
+// kAttentionChunk positions, whichever thread takes each (flash-decoding):
+// a fixed size, never the thread count's, so that the chunks' states
+// (kernels/attention_state.h) merge in chunk order to the same bits for
+// every thread count and batch (the split invariant). 256: a long
+// sequence's chunks keep every thread busy, and merging one costs 1/256 of
+// its arithmetic.
+constexpr int kAttentionChunk = 256;
+// Chunks of positions [first, last], and chunk c's first and last.
+inline int attention_chunks(int first, int last) { return last / kAttentionChunk - first / kAttentionChunk + 1; }
+inline int chunk_first(int first, int c) {
+  const int at = (first / kAttentionChunk + c) * kAttentionChunk;
+  return at > first ? at : first;
+}
+inline int chunk_last(int first, int last, int c) {
+  const int end = (first / kAttentionChunk + c + 1) * kAttentionChunk - 1;
+  return end < last ? end : last;
 }
 
 class KvPool {
@@ -61,15 +81,19 @@ class KvPool {
   // the first time a pool does so it says so on stderr.
   void store(int layer, int block, int lane, const float* k, const float* v);
 
-  // out[h][head_dim] = the attention of query heads h in [0, heads) (q
-  // [heads][head_dim], sinks [heads]), which share kv head g, over positions
+  // The attention state (kernels/attention_state.h) of query heads h in
+  // [0, heads) (q [heads][head_dim]), which share kv head g, over positions
   // [first, last] of layer `layer`, whose blocks are table[b - block0] for
-  // block numbers b. scores: room for heads x (last - first + 1) floats.
-  // The heads go together so that each key and value block is read from
-  // memory once for all of them; each head's result is the bits of
-  // attending alone.
+  // block numbers b: one pass over the keys and values, a key block at a
+  // time for every head, so each is read from memory once for all of them.
+  void attend_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
+                    int heads, int g, int first, int last, float scale, AttentionState state) const;
+  // out[h][head_dim] = the attention of those heads (sinks [heads]) over
+  // [first, last]: its chunks' states (kAttentionChunk) merged in order and
+  // finished, the bits of any split of the chunks between threads. scratch:
+  // room for 2 x attention_state_floats(heads, head_dim).
   void attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q, int heads,
-              int g, int first, int last, float scale, const float* sinks, float* scores, float* out) const;
+              int g, int first, int last, float scale, const float* sinks, float* scratch, float* out) const;
 
  private:
   uint8_t* page(int layer, int block) const {
