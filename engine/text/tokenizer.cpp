@@ -76,7 +76,7 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
   bytes_.resize(n);
   control_.assign(n, 0);
   // Vocabulary text -> id of the ordinary tokens: merges name their pieces so.
-  absl::flat_hash_map<std::string_view, int32_t> id_of_text;
+  std::unordered_map<std::string_view, int32_t> id_of_text;
   id_of_text.reserve(n * 2);
   id_of_bytes_.reserve(n * 2);
   for (size_t i = 0; i < n; ++i) {

@@ -35,9 +35,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
-
-#include "absl/container/flat_hash_map.h"
 
 namespace tps {
 
@@ -87,17 +86,14 @@ class Tokenizer {
     int32_t result;
   };
   // The maps' keys view the strings in bytes_; moving the vector keeps them
-  // in place (the moved-to vector takes over the same elements). Open
-  // addressing (abseil's flat maps, not std::unordered_map's node per entry):
-  // building them from 201k tokens and 446k merges is most of a start-up, and
-  // a lookup is one cache miss instead of two or three.
+  // in place (the moved-to vector takes over the same elements).
   std::vector<std::string> bytes_;                             // id -> raw bytes
   std::vector<uint8_t> control_;                               // id -> control/user-defined
-  absl::flat_hash_map<std::string_view, int32_t> id_of_bytes_;  // ordinary tokens
-  absl::flat_hash_map<std::string_view, int32_t> special_;      // control token text -> id
+  std::unordered_map<std::string_view, int32_t> id_of_bytes_;  // ordinary tokens
+  std::unordered_map<std::string_view, int32_t> special_;      // control token text -> id
   std::vector<size_t> special_lengths_;                        // distinct lengths of special_'s keys, longest first
   std::array<bool, 256> special_start_{};                      // first bytes of special_'s keys
-  absl::flat_hash_map<uint64_t, Merge> merges_;                 // (left << 32 | right) -> merge
+  std::unordered_map<uint64_t, Merge> merges_;                 // (left << 32 | right) -> merge
   std::array<int32_t, 256> byte_token_{};
   struct Regex;
   std::unique_ptr<Regex> regex_;
