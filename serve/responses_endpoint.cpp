@@ -127,57 +127,38 @@ void Server::create_response(const json& body, const httplib::Request& req, http
   };
 
   if (!r.stream) {
-    for (bool finished = false; !finished;) {
-      for (const Pick& p : job->take(1.0, finished)) {
-        ++turn->completion;
-        turn->output.push(p.id);
-      }
-      if (ConnectionServer::client_gone()) job->cancelled = true;  // its sequence ends at the next step
-    }
-    if (!job->error.empty()) throw ApiError(job->status, job->error);
+    job->collect([&](const Pick& p) {
+      ++turn->completion;
+      turn->output.push(p.id);
+    });
     turn->output.finish(job->finish == "length");
     send_ordered_json(res, 200, finish());
     return;
   }
 
   // Streaming: the spec's events, each numbered.
-  auto first = std::make_shared<bool>(true);
-  set_event_stream(
-      res, req.version == "HTTP/1.0",
-      [=](size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& text) {
-          if (sink.write(text.data(), text.size())) return true;
-          job->cancelled = true;  // the client went away: its sequence ends at the next step
-          return false;
-        };
-        std::string out;
-        if (*first) {
-          *first = false;
-          const json started = turn->object("in_progress", 0);
-          out += turn->event({{"type", "response.created"}, {"response", started}});
-          out += turn->event({{"type", "response.in_progress"}, {"response", started}});
-          return write(out);
-        }
-        bool finished = false;
-        std::deque<Pick> picks = job->take(10.0, finished);
-        if (picks.empty() && !finished) return write(": keep-alive\n\n");
-        for (const Pick& p : picks) {
-          ++turn->completion;
-          for (json& e : turn->output.push(p.id)) out += turn->event(std::move(e));
-        }
-        if (finished && !job->error.empty()) {
-          out += turn->event({{"type", "error"}, {"code", nullptr}, {"message", job->error}, {"param", nullptr}});
-        } else if (finished) {
-          for (json& e : turn->output.finish(job->finish == "length")) out += turn->event(std::move(e));
-          const json response = finish();
-          out +=
-              turn->event({{"type", cat("response.", response["status"].get<std::string>())}, {"response", response}});
-        }
-        if (!out.empty() && !write(out)) return false;
-        if (finished) sink.done();
-        return true;
-      },
-      [job](bool) { job->cancelled = true; });
+  Job::stream(
+      job, res, req.version == "HTTP/1.0",
+      {[turn] {
+         const json started = turn->object("in_progress", 0);
+         std::string out = turn->event({{"type", "response.created"}, {"response", started}});
+         return out + turn->event({{"type", "response.in_progress"}, {"response", started}});  // numbered after
+       },
+       [turn](const Pick& p) {
+         ++turn->completion;
+         std::string out;
+         for (json& e : turn->output.push(p.id)) out += turn->event(std::move(e));
+         return out;
+       },
+       [=] {
+         if (!job->error.empty())
+           return turn->event({{"type", "error"}, {"code", nullptr}, {"message", job->error}, {"param", nullptr}});
+         std::string out;
+         for (json& e : turn->output.finish(job->finish == "length")) out += turn->event(std::move(e));
+         const json response = finish();
+         return out + turn->event(
+                          {{"type", cat("response.", response["status"].get<std::string>())}, {"response", response}});
+       }});
 }
 
 void Server::list_input_items(const std::string& id, const httplib::Request& req, httplib::Response& res) {

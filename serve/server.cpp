@@ -29,8 +29,37 @@ void send_ordered_json(httplib::Response& res, int status, const nlohmann::order
   res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
 }
 
-void set_event_stream(httplib::Response& res, bool http10, httplib::ContentProviderWithoutLength provider,
-                      httplib::ContentProviderResourceReleaser release) {
+void Server::Job::collect(const std::function<void(const Pick&)>& on_token) {
+  for (bool finished = false; !finished;) {
+    for (const Pick& p : take(1.0, finished)) on_token(p);
+    if (ConnectionServer::client_gone()) cancelled = true;  // its sequence ends at the next step
+  }
+  if (!error.empty()) throw ApiError(status, error);
+}
+
+void Server::Job::stream(std::shared_ptr<Job> job, httplib::Response& res, bool http10, JobEvents events) {
+  auto first = std::make_shared<bool>(true);
+  httplib::ContentProviderWithoutLength provider = [=](size_t, httplib::DataSink& sink) {
+    auto write = [&](const std::string& text) {
+      if (sink.write(text.data(), text.size())) return true;
+      job->cancelled = true;  // the client went away: its sequence ends at the next step
+      return false;
+    };
+    if (*first) {
+      *first = false;
+      return write(events.opening());
+    }
+    bool finished = false;
+    std::deque<Pick> picks = job->take(10.0, finished);
+    if (picks.empty() && !finished) return write(": keep-alive\n\n");
+    std::string out;
+    for (const Pick& p : picks) out += events.token(p);
+    if (finished) out += events.closing();
+    if (!out.empty() && !write(out)) return false;
+    if (finished) sink.done();
+    return true;
+  };
+  auto release = [job](bool) { job->cancelled = true; };
   if (http10)
     res.set_content_provider("text/event-stream", std::move(provider), std::move(release));
   else
@@ -228,58 +257,32 @@ void Server::generate(const nlohmann::ordered_json& body, bool chat, const httpl
 
   if (!r.stream) {
     int completion = 0;
-    for (bool finished = false; !finished;) {
-      for (const Pick& p : job->take(1.0, finished)) {
-        ++completion;
-        rt->push(p);
-        if (rt->stopped()) job->cancelled = true;
-      }
-      if (ConnectionServer::client_gone()) job->cancelled = true;  // its sequence ends at the next step
-    }
-    if (!job->error.empty()) throw ApiError(job->status, job->error);
+    job->collect([&](const Pick& p) {
+      ++completion;
+      rt->push(p);
+      if (rt->stopped()) job->cancelled = true;
+    });
     rt->finish();
     send_json(res, 200, shape->body(*rt, finish_reason(), usage_of(completion)));
     return;
   }
 
   // Streaming: server-sent events, one chunk per token that shows something.
-  struct Stream {
-    bool first = true;
-    int completion = 0;
-  };
-  auto st = std::make_shared<Stream>();
-  set_event_stream(
-      res, req.version == "HTTP/1.0",
-      [=](size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& text) {
-          if (sink.write(text.data(), text.size())) return true;
-          job->cancelled = true;  // the client went away: its sequence ends at the next step
-          return false;
-        };
-        if (st->first) {
-          st->first = false;
-          return write(shape->first_event());
-        }
-        bool finished = false;
-        std::deque<Pick> picks = job->take(10.0, finished);
-        if (picks.empty() && !finished) return write(": keep-alive\n\n");
-        std::string out;
-        for (const Pick& p : picks) {
-          ++st->completion;
-          out += shape->delta_events(*rt, rt->push(p));
-          if (rt->stopped()) job->cancelled = true;
-        }
-        if (finished && !job->error.empty()) {
-          out += sse_event(ApiError(job->status, job->error).body()) + "data: [DONE]\n\n";
-        } else if (finished) {
-          out += shape->delta_events(*rt, rt->finish());
-          out += shape->last_events(finish_reason(), usage_of(st->completion));
-        }
-        if (!out.empty() && !write(out)) return false;
-        if (finished) sink.done();
-        return true;
-      },
-      [job](bool) { job->cancelled = true; });
+  auto completion = std::make_shared<int>(0);
+  Job::stream(job, res, req.version == "HTTP/1.0",
+              {[shape] { return shape->first_event(); },
+               [=](const Pick& p) {
+                 ++*completion;
+                 std::string out = shape->delta_events(*rt, rt->push(p));
+                 if (rt->stopped()) job->cancelled = true;
+                 return out;
+               },
+               [=] {
+                 if (!job->error.empty())
+                   return sse_event(ApiError(job->status, job->error).body()) + "data: [DONE]\n\n";
+                 std::string out = shape->delta_events(*rt, rt->finish());  // before the reason is read
+                 return out + shape->last_events(finish_reason(), usage_of(*completion));
+               }});
 }
 
 Generator::Events Server::events() {

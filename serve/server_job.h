@@ -7,12 +7,23 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "serve/server.h"
 
 namespace tps {
+
+// What a streamed answer writes: the events before any token, those of each
+// token, and the last ones once the job ended (job.error says whether it
+// failed).
+struct JobEvents {
+  std::function<std::string()> opening;
+  std::function<std::string(const Pick&)> token;
+  std::function<std::string()> closing;
+};
 
 // One request as its HTTP thread and the engine loop share it.
 struct Server::Job {
@@ -53,15 +64,18 @@ struct Server::Job {
     finished = done;
     return out;
   }
+  // Waits for the whole answer, giving each token to on_token; a client
+  // that went away ends its sequence at the next step. Throws the engine's
+  // refusal.
+  void collect(const std::function<void(const Pick&)>& on_token);
+  // Answers with the job's server-sent events as they come, a keep-alive
+  // comment while none does; a client that went away ends its sequence.
+  // HTTP/1.0 has no chunked encoding: its stream goes without one, and the
+  // connection closes after it (an HTTP/1.0 connection is never kept).
+  static void stream(std::shared_ptr<Job> job, httplib::Response& res, bool http10, JobEvents events);
 };
 
 void send_json(httplib::Response& res, int status, const nlohmann::json& body);
 void send_ordered_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
-
-// A response of server-sent events. HTTP/1.0 has no chunked encoding: its
-// stream goes without one, and the connection closes after it (an HTTP/1.0
-// connection is never kept).
-void set_event_stream(httplib::Response& res, bool http10, httplib::ContentProviderWithoutLength provider,
-                      httplib::ContentProviderResourceReleaser release);
 
 }  // namespace tps
