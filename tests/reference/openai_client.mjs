@@ -5,16 +5,7 @@ import Ajv from "ajv";
 import addFormats from "ajv-formats";
 import OpenAI from "openai";
 
-const [base, key, modelId] = process.argv.slice(2);
-const client = new OpenAI({ baseURL: base + "/v1", apiKey: key, maxRetries: 0, timeout: 120000 });
-
-function check(cond, what, detail) {
-  if (!cond) {
-    console.error(`FAIL: ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail)}`);
-    process.exit(1);
-  }
-  console.log(`ok: ${what}`);
-}
+import { base, check, client, modelId } from "./client_check.mjs";
 
 const user = (text) => [{ role: "user", content: text }];
 // Greedy, so that the same request gives the same text whenever it runs.

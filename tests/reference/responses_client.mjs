@@ -8,18 +8,7 @@
 //   node responses_client.mjs BASE_URL API_KEY MODEL_ID
 // Prints one line per check; exits 1 on the first failure, with what differed.
 import Ajv from "ajv";
-import OpenAI from "openai";
-
-const [base, key, modelId] = process.argv.slice(2);
-const client = new OpenAI({ baseURL: base + "/v1", apiKey: key, maxRetries: 0, timeout: 120000 });
-
-function check(cond, what, detail) {
-  if (!cond) {
-    console.error(`FAIL: ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail)}`);
-    process.exit(1);
-  }
-  console.log(`ok: ${what}`);
-}
+import { check, client, modelId } from "./client_check.mjs";
 
 async function refused(promise, status, what, test) {
   try {
