@@ -24,12 +24,11 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   check_context(c, o.context);
   const Shard shard = planned_shard(o, mpi, file);
   const GeneratorOptions g = generator_options(o);
-  const int threads = setup.binding.threads;
 
   RankMemory m;
   m.weights = shard_bytes(file, c, shard, o.quantize);
   m.kv = kv_pool_bytes(scheduler_options(g, c, shard), g.kv_type, c, shard);
-  m.buffers = generator_bytes(g, c, shard, threads) - m.kv;
+  m.buffers = generator_bytes(g, c, shard) - m.kv;
   m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.step_tokens) * c.n_embd) : 0;
   m.command = command_bytes;
   // The ranks this host placed on the same node share it.

@@ -144,10 +144,10 @@ ForwardOptions forward_options(const GeneratorOptions& o) {
 
 }  // namespace
 
-uint64_t generator_bytes(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard, int threads) {
+uint64_t generator_bytes(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
   const uint64_t logits = static_cast<uint64_t>(o.max_sequences) * shard.share.vocab.size() * sizeof(float);
   return kv_pool_bytes(scheduler_options(o, c, shard), o.kv_type, c, shard) +
-         ForwardPass::buffer_bytes(c, shard, forward_options(o), threads) + logits;
+         ForwardPass::buffer_bytes(c, shard, forward_options(o)) + logits;
 }
 
 namespace {

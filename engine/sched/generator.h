@@ -48,11 +48,11 @@ struct GeneratorOptions {
 // the bytes of that pool. Throws InputError for options that cannot work.
 SchedulerOptions scheduler_options(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
 uint64_t kv_pool_bytes(const SchedulerOptions& options, KvType type, const ModelConfig& config, const Shard& shard);
-// All a Generator with these options allocates on such a rank with `threads`
+// All a Generator with these options allocates on such a rank, whatever its
 // threads: the KV pool, the forward pass's buffers and the logits (the block
 // tables' bookkeeping, under 1% of the pool, aside). From the shapes alone,
 // so a launcher can check it against the rank's memory first.
-uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard, int threads);
+uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
 
 // What a sequence asks for besides its prompt. The generator ends it at its
 // stop tokens, at max_new_tokens, or when the context is full.

@@ -51,8 +51,7 @@ ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& po
   running_max_.resize(B * n_head_), running_sum_.resize(B * n_head_);
 }
 
-uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, const ForwardOptions& o,
-                                   [[maybe_unused]] int threads) {  // no buffer is per thread
+uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, const ForwardOptions& o) {
   // The constructor's buffers, one term each, in its order.
   const uint64_t B = std::max(o.step_tokens, 1), d = c.n_embd, kv_heads = shard.share.kv_heads.size();
   const uint64_t q = kv_heads * (c.n_head / c.n_head_kv) * c.head_dim, kv = kv_heads * c.head_dim;

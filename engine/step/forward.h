@@ -58,10 +58,9 @@ class ForwardPass {
   ForwardPass(const Model& model, const ForwardOptions& options, ThreadPool& pool, Exchange& exchange);
 
   // The bytes of the activation buffers a pass with these options holds on
-  // a rank with this shard and `threads` threads (the MoE block's included),
+  // a rank with this shard (the MoE block's included; none is per thread),
   // from the shapes alone: what a launcher checks before allocating.
-  static uint64_t buffer_bytes(const ModelConfig& config, const Shard& shard, const ForwardOptions& options,
-                               int threads);
+  static uint64_t buffer_bytes(const ModelConfig& config, const Shard& shard, const ForwardOptions& options);
 
   // Runs one step; every rank calls it with the same batch (at most
   // step_tokens tokens, positions below context, block tables that cover
