@@ -11,6 +11,7 @@
 #include <fstream>
 #include <new>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "runtime/error.h"
@@ -75,9 +76,26 @@ void unlink_transport_segments(MPI_Comm node) {
     unlink(path.c_str());  // the first rank to get there wins; the others find it gone
 }
 
+// Open MPI picks its point-to-point layer by trying each it was built with:
+// UCX and libfabric (OFI) probe for network hardware, about 0.2 s of every
+// rank's start even on a host that has none. A job whose ranks all share
+// this host moves its messages through shared memory (ob1 over btl/vader)
+// whatever the hardware, so it skips the probing; a process no launcher
+// started is such a job of one, and needs no daemon either (a singleton
+// starts one only to be able to spawn ranks, which tps never does). A
+// user's own setting of either wins.
+void choose_host_transport() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const bool alone = size == nullptr && std::getenv("PMIX_RANK") == nullptr && std::getenv("PMI_RANK") == nullptr;
+  if (alone) setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+  if (alone || (size && local && std::string_view(size) == local)) setenv("OMPI_MCA_pml", "ob1", 0);
+}
+
 }  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) {
+  choose_host_transport();
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   // Before any message: the one segment mapped is this rank's own.
