@@ -66,7 +66,7 @@ struct Tokenizer::Regex {
 
 Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const int32_t> types,
                      std::span<const std::string_view> merges)
-    : regex_(std::make_unique<Regex>()) {
+    : id_of_bytes_(tokens.size()), merges_(merges.size()), regex_(std::make_unique<Regex>()) {
   const size_t n = tokens.size();
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
     throw InputError(cat("tokenizer: ", n, " tokens is more than 32-bit ids can number"));
@@ -76,9 +76,7 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
   bytes_.resize(n);
   control_.assign(n, 0);
   // Vocabulary text -> id of the ordinary tokens: merges name their pieces so.
-  std::unordered_map<std::string_view, int32_t> id_of_text;
-  id_of_text.reserve(n * 2);
-  id_of_bytes_.reserve(n * 2);
+  FlatTable<std::string_view, int32_t> id_of_text(n);
   for (size_t i = 0; i < n; ++i) {
     const int32_t id = static_cast<int32_t>(i);
     const int32_t type = types.empty() ? kTypeNormal : types[i];
@@ -96,8 +94,8 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
     bytes_[i] = std::move(*raw);
     // Unknown, unused and byte tokens decode, but encoding never makes them.
     if (type == kTypeNormal) {
-      id_of_bytes_.emplace(bytes_[i], id);
-      id_of_text.emplace(tokens[i], id);
+      id_of_bytes_.insert(bytes_[i], id);
+      id_of_text.insert(tokens[i], id);
     }
   }
   for (const auto& [text, id] : special_) {
@@ -107,17 +105,17 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
   }
   std::sort(special_lengths_.rbegin(), special_lengths_.rend());
   for (int b = 0; b < 256; ++b) {
-    auto it = id_of_bytes_.find(std::string(1, static_cast<char>(b)));
-    if (it == id_of_bytes_.end())
+    const char byte = static_cast<char>(b);
+    const int32_t* id = id_of_bytes_.find(std::string_view(&byte, 1));
+    if (!id)
       throw InputError(
           cat("tokenizer: the vocabulary has no ordinary token for byte ", b, " (not a byte-level BPE vocabulary)"));
-    byte_token_[b] = it->second;
+    byte_token_[b] = *id;
   }
 
   // A merge's priority is its token's rank: the index of the first merge
   // that makes that token (see tokenizer.h).
   std::vector<uint32_t> rank_of_token(n, kNoMerge);
-  merges_.reserve(merges.size() * 2);
   std::string joined;
   for (size_t r = 0; r < merges.size(); ++r) {
     const std::string_view m = merges[r];
@@ -125,14 +123,14 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
     if (space == std::string_view::npos)
       throw InputError(cat("tokenizer.ggml.merges[", r, "] has no space (expected \"A B\")"));
     const std::string_view left_text = m.substr(0, space), right_text = m.substr(space + 1);
-    auto left = id_of_text.find(left_text), right = id_of_text.find(right_text);
+    const int32_t *left = id_of_text.find(left_text), *right = id_of_text.find(right_text);
     joined.assign(left_text).append(right_text);
-    auto result = id_of_text.find(joined);
+    const int32_t* result = id_of_text.find(joined);
     // A merge whose pieces or product are not tokens can never apply.
-    if (left == id_of_text.end() || right == id_of_text.end() || result == id_of_text.end()) continue;
-    uint32_t& rank = rank_of_token[result->second];
+    if (!left || !right || !result) continue;
+    uint32_t& rank = rank_of_token[*result];
     if (rank == kNoMerge) rank = static_cast<uint32_t>(r);
-    merges_.emplace(pair_key(left->second, right->second), Merge{rank, result->second});
+    merges_.insert(pair_key(*left, *right), Merge{rank, *result});
   }
 }
 
@@ -171,8 +169,8 @@ std::optional<int32_t> Tokenizer::special_id(std::string_view text) const {
 }
 
 void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
-  if (auto it = id_of_bytes_.find(piece); it != id_of_bytes_.end()) {
-    out.push_back(it->second);  // the whole piece is a token (tiktoken looks this up first too)
+  if (const int32_t* id = id_of_bytes_.find(piece)) {
+    out.push_back(*id);  // the whole piece is a token (tiktoken looks this up first too)
     return;
   }
   // Merge the adjacent pair of lowest rank until none applies; a heap of
@@ -195,8 +193,8 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
   auto consider = [&](int left) {
     if (left < 0 || parts[left].next < 0) return;
     const int right = parts[left].next;
-    auto it = merges_.find(pair_key(parts[left].id, parts[right].id));
-    if (it != merges_.end()) heap.push({it->second.rank, left, parts[left].id, parts[right].id, it->second.result});
+    if (const Merge* m = merges_.find(pair_key(parts[left].id, parts[right].id)))
+      heap.push({m->rank, left, parts[left].id, parts[right].id, m->result});
   };
   for (size_t i = 0; i + 1 < piece.size(); ++i) consider(static_cast<int>(i));
   while (!heap.empty()) {

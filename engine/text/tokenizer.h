@@ -38,6 +38,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/text/flat_table.h"
+
 namespace tps {
 
 class GgufFile;
@@ -87,13 +89,13 @@ class Tokenizer {
   };
   // The maps' keys view the strings in bytes_; moving the vector keeps them
   // in place (the moved-to vector takes over the same elements).
-  std::vector<std::string> bytes_;                             // id -> raw bytes
-  std::vector<uint8_t> control_;                               // id -> control/user-defined
-  std::unordered_map<std::string_view, int32_t> id_of_bytes_;  // ordinary tokens
-  std::unordered_map<std::string_view, int32_t> special_;      // control token text -> id
-  std::vector<size_t> special_lengths_;                        // distinct lengths of special_'s keys, longest first
-  std::array<bool, 256> special_start_{};                      // first bytes of special_'s keys
-  std::unordered_map<uint64_t, Merge> merges_;                 // (left << 32 | right) -> merge
+  std::vector<std::string> bytes_;                         // id -> raw bytes
+  std::vector<uint8_t> control_;                           // id -> control/user-defined
+  FlatTable<std::string_view, int32_t> id_of_bytes_;       // ordinary tokens
+  std::unordered_map<std::string_view, int32_t> special_;  // control token text -> id
+  std::vector<size_t> special_lengths_;                    // distinct lengths of special_'s keys, longest first
+  std::array<bool, 256> special_start_{};                  // first bytes of special_'s keys
+  FlatTable<uint64_t, Merge> merges_;                      // (left << 32 | right) -> merge
   std::array<int32_t, 256> byte_token_{};
   struct Regex;
   std::unique_ptr<Regex> regex_;
