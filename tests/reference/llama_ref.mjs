@@ -93,7 +93,6 @@ import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
 const NLC_VERSION = (() => {
   try {
@@ -626,6 +625,8 @@ async function runAsChild(argv) {
 }
 
 if (process.env.LLAMA_REF_CHILD !== "1") await runAsChild(process.argv.slice(2));
+// Only the child loads llama.cpp: importing node-llama-cpp takes ~1.5 s.
+const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
 const { command, opts } = parseCommandLine(process.argv.slice(2));
 try {
   if (command === "check") await check(opts.model, opts);
