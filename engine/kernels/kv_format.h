@@ -94,8 +94,10 @@ inline uint64_t kv_value_bytes(KvType type, int head_dim) {
 
 // The largest magnitude a cache of the type keeps: f16's 65504, bf16's
 // largest finite, q8_0's 127 codes x f16's largest scale (about 8.3e6),
-// q4_0's 8 x f16's largest scale (about 5.2e5), f32 anything. A key or value beyond it (an infinity too) is stored as
-// the nearest the type keeps, never as inf, which would turn attention into NaN.
+// q4_0's 8 x f16's largest scale (about 5.2e5), f32 anything. A key or
+// value beyond it (an infinity too) is stored as the nearest the type
+// keeps, never as inf, which would turn attention into NaN. (q4_0 keeps
+// only 7 x scale of the sign opposite its block's largest magnitude.)
 float kv_type_limit(KvType type);
 
 // Writes one position's keys k[head_dim] into lane `lane` of key block kb,
