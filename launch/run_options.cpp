@@ -36,7 +36,7 @@ CLI::Option* add_model_options(CLI::App& app, RunOptions& run) {
                              ->group(g);
   add_kv_type_option(app, run.kv_type,
                      "the KV cache's keys and values: " + kv_type_names() + " (default " +
-                         kv_type_name(kDefaultKvType) + "; q8_0 takes 27% of f32's memory)")
+                         kv_type_name(kDefaultKvType) + "; q8_0 takes 27% of f32's memory, q4_0 14%)")
       ->group(g);
   app.add_option("--batch", run.step_tokens, "prompt tokens per forward step")
       ->check(kPositive)

@@ -38,7 +38,7 @@ GENERATE = {
     "--parallel": (["", "0", "-1", "100000"], ["3"]),
     "--kv-size": (["", "0", "-1", "abc", "1.5", "1000G", "99999999999999999999", "17179869184G", "99999999999999999999G"],
                   ["1M"]),
-    "--kv-type": (["", "q4_0", "f64", "8", "q8_0 "], ["q8_0", "BF16"]),
+    "--kv-type": (["", "q4_1", "f64", "8", "q8_0 "], ["q8_0", "BF16"]),
     "--top-logprobs": (["", "-1", "101", "abc"], ["0"]),
     "-t": (["", "0", "-1", "100000", "abc"], ["16"]),
     "--split": (["", "foo"], ["layers"]),
@@ -118,7 +118,7 @@ class Sweep(unittest.TestCase):
         self.run_cases([self.generate(flag, value, ranks=2) for flag, value in [
             ("--ctx", "1e9"), ("--ctx", "2147483647"), ("--batch", "100000000"), ("-t", "100000"),
             ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1"),
-            ("--quantize", "experts=q8_0"), ("--kv-type", "q4_0")]])
+            ("--quantize", "experts=q8_0"), ("--kv-type", "q4_1")]])
 
     def test_modes(self):
         m = ["-m", ARGS.model]
@@ -171,7 +171,7 @@ class Sweep(unittest.TestCase):
             (["--model", files("fifo")], files("fifo")),
             (["--model", files("directory")], files("directory")),
             (["--model", ARGS.model, "--kv-size", "abc"], "--kv-size"),
-            (["--model", ARGS.model, "--kv-type", "q4_0"], "--kv-type"),
+            (["--model", ARGS.model, "--kv-type", "q4_1"], "--kv-type"),
             (["--kv-type", "f16"], "--kv-type"),
             (["--preset", "999b"], "--preset"),
             (["--preset", "120b", "--model", ARGS.model], "--preset"),

@@ -33,18 +33,25 @@ struct OneLayer {
 // kernels/kv_format.h's description rather than its code: 16-bit floats
 // rounded to nearest even; q8_0 in blocks of 32, scale max|x| / 127 kept as
 // f16, codes round(x x (1 / scale)) with the unrounded scale (not x / scale:
-// the two round a code apart now and then, seen past 500 positions).
+// the two round a code apart now and then, seen past 500 positions); q4_0
+// in blocks of 32, scale (the value of largest magnitude) / -8 kept as f16,
+// codes round(x x (1 / scale)) + 8 within 0..15, value scale x (code - 8).
 std::vector<float> as_stored(KvType type, std::vector<float> x) {
   for (size_t b = 0; b < x.size(); b += 32) {
     const size_t end = std::min(x.size(), b + 32);
-    float amax = 0;
-    for (size_t i = b; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
+    float amax = 0, extreme = 0;
+    for (size_t i = b; i < end; ++i)
+      if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), extreme = x[i];
+    const float d4 = extreme / -8;
     for (size_t i = b; i < end; ++i) switch (type) {
         case KvType::f32: break;
         case KvType::f16: x[i] = fp16_to_fp32(fp32_to_fp16(x[i])); break;
         case KvType::bf16: x[i] = bf16_to_fp32(fp32_to_bf16(x[i])); break;
         case KvType::q8_0:
           x[i] = fp16_to_fp32(fp32_to_fp16(amax / 127)) * std::nearbyint(x[i] * (1 / (amax / 127)));
+          break;
+        case KvType::q4_0:
+          x[i] = fp16_to_fp32(fp32_to_fp16(d4)) * (std::clamp(std::nearbyint(x[i] * (1 / d4)), -8.0f, 7.0f));
           break;
       }
   }
@@ -80,14 +87,15 @@ std::vector<double> textbook_attention(const std::vector<std::vector<float>>& ke
 // set) and every vector set within 2e-5 of the scalar set's (seen: under
 // 1e-6). For each type; for each of the query heads of a kv head (5: the
 // vector kernels' 4 at once and one more), head sizes with and without
-// partial vectors (and, for q8_0, a short last block of 32), blocks out of
+// partial vectors (and, for q8_0 and q4_0, a short last block of 32; for
+// q4_0, a short last group of 16 and an odd size), blocks out of
 // order in the pool; a sliding window whose table starts past block 0 and
 // full attention over more than two chunks, runs that start and end inside
 // key blocks and chunks.
 void expect_attention(bool sliding) {
   const int positions = sliding ? 80 : 2 * kAttentionChunk + 40, window = 21;
   for (int t = 0; t < kKvTypeCount; ++t)
-    for (int hd : {64, 24, 12, 72}) {
+    for (int hd : {64, 24, 12, 72, 13}) {
       if (!sliding && hd != 64 && hd != 12) continue;  // the long run's time
       const KvType type = static_cast<KvType>(t);
       const int kv_heads = 3, heads = 5, width = kv_heads * hd, blocks = blocks_for(positions);
@@ -200,7 +208,8 @@ TEST(KvPool, ChunksOfARun) {
 }
 
 // What a position costs in each type: f32 4 bytes a value, f16 and bf16 2,
-// q8_0 34 per 32 (and a whole scale for a short last block).
+// q8_0 34 per 32 (and a whole scale for a short last block), q4_0 18 per 32
+// (its codes by groups of 16 in 8 bytes, a short last group whole too).
 TEST(KvPool, BytesOfEachType) {
   EXPECT_EQ(kv_value_bytes(KvType::f32, 64), 256u);
   EXPECT_EQ(kv_value_bytes(KvType::f16, 64), 128u);
@@ -209,31 +218,40 @@ TEST(KvPool, BytesOfEachType) {
   EXPECT_EQ(kv_value_bytes(KvType::q8_0, 72), 78u);
   EXPECT_EQ(kv_key_block_bytes(KvType::q8_0, 64), 16u * 68);
   EXPECT_EQ(kv_key_block_bytes(KvType::f16, 64), 16u * 128);
-  for (const char* name : {"f32", "F16", "bf16", "Q8_0"}) EXPECT_TRUE(parse_kv_type(name)) << name;
-  for (const char* name : {"", "q8", "f64", "q4_0", "f16 "}) EXPECT_FALSE(parse_kv_type(name)) << name;
+  EXPECT_EQ(kv_value_bytes(KvType::q4_0, 64), 36u);
+  EXPECT_EQ(kv_value_bytes(KvType::q4_0, 72), 40u + 6);
+  EXPECT_EQ(kv_value_bytes(KvType::q4_0, 13), 8u + 2);
+  EXPECT_EQ(kv_key_block_bytes(KvType::q4_0, 64), 16u * 36);
+  EXPECT_EQ(kv_key_block_bytes(KvType::q4_0, 13), 13u * 8 + 16 * 2);
+  for (const char* name : {"f32", "F16", "bf16", "Q8_0", "q4_0"}) EXPECT_TRUE(parse_kv_type(name)) << name;
+  for (const char* name : {"", "q8", "f64", "q4_1", "q4", "f16 "}) EXPECT_FALSE(parse_kv_type(name)) << name;
+  EXPECT_EQ(kv_type_names(), "f32, f16, bf16, q8_0 or q4_0");
 }
 
-// A key or value past what the type keeps (f16's 65504, q8_0's scale past
-// f16's, bf16's largest finite; an infinity too) is stored as that limit,
-// never as inf, and the pool says so once.
+// A key or value past what the type keeps (f16's 65504, q8_0's and q4_0's
+// scale past f16's, bf16's largest finite; an infinity too) is stored as
+// that limit, never as inf, and the pool says so once.
 TEST(KvPool, ValuesBeyondTheCacheTypeAreClampedWithOneWarning) {
-  const int hd = 40;  // q8_0: a block of 32 and a short one
-  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+  const int hd = 40;  // q8_0, q4_0: a block of 32 and a short one
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0, KvType::q4_0}) {
     const float limit = kv_type_limit(type);
     std::vector<float> x(hd, 0.5f);
     x[3] = 1e5f, x[7] = -1e9f, x[33] = 3.4e38f, x[39] = -INFINITY;
     std::vector<uint8_t> keys(kv_key_block_bytes(type, hd)), values(kv_value_bytes(type, hd));
     const int beyond =
         static_cast<int>(std::count_if(x.begin(), x.end(), [&](float e) { return std::fabs(e) > limit; }));
-    EXPECT_EQ(beyond, type == KvType::f16 ? 4 : type == KvType::q8_0 ? 3 : 2);
+    EXPECT_EQ(beyond, type == KvType::f16 ? 4 : type == KvType::q8_0 || type == KvType::q4_0 ? 3 : 2);
     EXPECT_EQ(store_keys(type, keys.data(), hd, 5, x.data()), beyond) << kv_type_name(type);
     EXPECT_EQ(store_values(type, values.data(), hd, x.data()), beyond) << kv_type_name(type);
     for (int i = 0; i < hd; ++i) {
       const float k = key_at(type, keys.data(), hd, i, 5), v = value_at(type, values.data(), hd, i);
       ASSERT_TRUE(std::isfinite(k) && std::isfinite(v)) << kv_type_name(type) << " element " << i;
-      if (std::fabs(x[i]) > limit) {  // the type's limit, as it keeps it
-        EXPECT_NEAR(k, std::copysign(limit, x[i]), limit * 1e-3) << kv_type_name(type) << " element " << i;
-        EXPECT_NEAR(v, std::copysign(limit, x[i]), limit * 1e-3) << kv_type_name(type) << " element " << i;
+      // The type's limit, as it keeps it: q4_0's codes reach -8 x scale but
+      // only 7 x scale of the other sign, 7/8 of the limit there.
+      const double off = type == KvType::q4_0 ? limit / 8 * 1.001 : limit * 1e-3;
+      if (std::fabs(x[i]) > limit) {
+        EXPECT_NEAR(k, std::copysign(limit, x[i]), off) << kv_type_name(type) << " element " << i;
+        EXPECT_NEAR(v, std::copysign(limit, x[i]), off) << kv_type_name(type) << " element " << i;
       }
     }
   }

@@ -85,7 +85,7 @@ TEST(Tpsrun, BadInputIsAClearError) {
   expect_bad_input("-p 'one two three four five six seven eight' --ctx 4", "longer than the context of 4");
   // Typed options name what they take from the one list of names there is.
   expect_bad_input("-p x --split diagonal", "--split: 'diagonal': expected auto, layers, experts or tensor");
-  expect_bad_input("-p x --kv-type q4_0", "--kv-type: 'q4_0': expected f32, f16, bf16 or q8_0");
+  expect_bad_input("-p x --kv-type q4_1", "--kv-type: 'q4_1': expected f32, f16, bf16, q8_0 or q4_0");
   expect_bad_input("-p x --quantize attn=q9", "'q9' is not a type tps quantizes to (expected one of q8_0");
   expect_bad_input("-p x --ctx 1000000", "--ctx 1000000: more than the model's context length of 131072");
   auto r = run_tool(std::string(tps::test_paths::tpsrun) + " -m /no/such.gguf -p x");

@@ -92,8 +92,8 @@ struct KernelSet {
   // sum[h] the sum of e^(score - max[h]), acc[h * head_dim + i] the values
   // weighted by e^(score - max[h]); a score is scale x (q_h . key). The
   // scalar set's sums go in the plain loop's order (dimensions, then
-  // positions); for q8_0 keys, the codes' products by blocks of 32
-  // dimensions, each block's times its scale.
+  // positions); for quantized keys (q8_0, q4_0), the codes' products by
+  // blocks of 32 dimensions, each block's times its scale.
   using AttendBlock = void (*)(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
                                float scale, int first, int count, float* max, float* sum, float* acc);
   std::array<AttendBlock, kKvTypeCount> attend_block;

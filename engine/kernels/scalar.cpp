@@ -190,18 +190,18 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
 }
 
 // q . the key at lane j of a key block, the products added in dimension
-// order; q8_0's codes by blocks of 32 dimensions, each block's sum times
-// its scale (the order the vector kernels keep per lane).
+// order; the quantized types' codes (q4_0's less 8) by blocks of 32
+// dimensions, each block's sum times its scale (the order the vector
+// kernels keep per lane).
 template <KvType T>
 float key_dot(const float* q, const uint8_t* kb, int head_dim, int j) {
   float dot = 0;
-  if constexpr (T == KvType::q8_0) {
-    const uint8_t* scales = kb + int64_t{head_dim} * kKeyBlock;
-    for (int b = 0; b * kKvQ8Block < head_dim; ++b) {
+  if constexpr (kv_quantized(T)) {
+    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
       float block = 0;
-      for (int i = b * kKvQ8Block; i < std::min(head_dim, (b + 1) * kKvQ8Block); ++i)
-        block += q[i] * static_cast<float>(static_cast<int8_t>(kb[int64_t{i} * kKeyBlock + j]));
-      dot += block * fp16_to_fp32(kv_detail::u16_at(scales + 2 * (b * kKeyBlock + j)));
+      for (int i = b * kKvScaleBlock; i < std::min(head_dim, (b + 1) * kKvScaleBlock); ++i)
+        block += q[i] * key_code(T, kb, i, j);
+      dot += block * key_scale(T, kb, head_dim, b * kKvScaleBlock, j);
     }
   } else {
     for (int i = 0; i < head_dim; ++i) dot += q[i] * key_at(T, kb, head_dim, i, j);
@@ -234,14 +234,14 @@ void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, co
 
 }  // namespace
 
-const KernelSet kScalarKernels{
-    Isa::scalar,
-    quantized_kernels(std::make_index_sequence<kPackedTypeCount>()),
-    fixed_kernels(std::make_index_sequence<kPackedTypeCount>()),
-    f32,
-    f16,
-    bf16,
-    swiglu,
-    {attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>, attend_block<KvType::q8_0>}};
+const KernelSet kScalarKernels{Isa::scalar,
+                               quantized_kernels(std::make_index_sequence<kPackedTypeCount>()),
+                               fixed_kernels(std::make_index_sequence<kPackedTypeCount>()),
+                               f32,
+                               f16,
+                               bf16,
+                               swiglu,
+                               {attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>,
+                                attend_block<KvType::q8_0>, attend_block<KvType::q4_0>}};
 
 }  // namespace tps

@@ -763,40 +763,68 @@ inline void load_keys(const uint8_t* kb, int i, __m256& k0, __m256& k1) {
   }
 }
 
-// Dimensions [i, i + 8) of a values row of type T, the values value_at
-// gives (i a multiple of 8).
+// The low nibbles of 16 bytes less 8, as int8 (q4_0's codes as its
+// values take them).
+inline __m128i q4_codes(__m128i bytes) {
+  return _mm_sub_epi8(_mm_and_si128(bytes, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+}
+
+// Lanes 0..15 of dimension i of a key block of a quantized type T as two
+// vectors of its codes (q4_0's less 8), the values key_code gives.
 template <KvType T>
-inline __m256 load_values(const uint8_t* v, int head_dim, int i) {
+inline void load_key_codes(const uint8_t* kb, int i, __m256& k0, __m256& k1) {
+  __m128i codes;
+  if constexpr (T == KvType::q8_0) {
+    codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + int64_t{16} * i));
+  } else {  // lanes 0..7 in the low nibbles of 8 bytes, 8..15 in the high
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb + int64_t{8} * i));
+    codes = q4_codes(_mm_unpacklo_epi64(bytes, _mm_srli_epi16(bytes, 4)));
+  }
+  k0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
+  k1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8)));
+}
+
+// The codes of dimensions [i, i + 8) of a values row of a quantized type T
+// (q4_0's less 8), as floats (i a multiple of 8).
+template <KvType T>
+inline __m256 value_codes(const uint8_t* v, int i) {
+  __m128i codes;
+  if constexpr (T == KvType::q8_0) {
+    codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + i));
+  } else {  // the 8 bytes of i's group of 16, the low or the high nibbles
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + 8 * (i / 16)));
+    codes = q4_codes(i % 16 < 8 ? bytes : _mm_srli_epi16(bytes, 4));
+  }
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
+}
+
+// Dimensions [i, i + 8) of a values row of a float type T, the values
+// value_at gives (i a multiple of 8).
+template <KvType T>
+inline __m256 load_values(const uint8_t* v, int i) {
   const uint8_t* p = v + int64_t{kv_element_bytes(T)} * i;
   if constexpr (T == KvType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
   if constexpr (T == KvType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   if constexpr (T == KvType::bf16)
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-  if constexpr (T == KvType::q8_0) {
-    uint16_t scale;
-    std::memcpy(&scale, v + head_dim + 2 * (i / kKvQ8Block), 2);
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))),
-                         _mm256_set1_ps(half(scale)));
-  }
 }
 
 // H heads' scores of a key block's 16 lanes, unscaled, into s[h][16]: 2H
 // chains of multiply-adds over the dimensions, enough (8 for H = 4) to hide
-// their latency. q8_0 codes by blocks of 32 dimensions, each block's sums
-// times its scales (as the scalar kernel).
+// their latency. Quantized codes by blocks of 32 dimensions, each block's
+// sums times its scales (as the scalar kernel).
 template <KvType T, int H>
 void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]) {
   __m256 acc[H][2];
   for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
-  if constexpr (T == KvType::q8_0) {
-    for (int b = 0; b * kKvQ8Block < head_dim; ++b) {
+  if constexpr (kv_quantized(T)) {
+    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
       __m256 part[H][2];
       for (auto& a : part) a[0] = a[1] = _mm256_setzero_ps();
-      for (int i = b * kKvQ8Block; i < std::min(head_dim, (b + 1) * kKvQ8Block); ++i) {
-        const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + int64_t{16} * i));
-        const __m256 k0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
-        const __m256 k1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8)));
+      for (int i = b * kKvScaleBlock; i < std::min(head_dim, (b + 1) * kKvScaleBlock); ++i) {
+        __m256 k0, k1;
+        load_key_codes<T>(kb, i, k0, k1);
 #pragma GCC unroll 4
         for (int h = 0; h < H; ++h) {
           const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
@@ -804,7 +832,7 @@ void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]
           part[h][1] = _mm256_fmadd_ps(qh, k1, part[h][1]);
         }
       }
-      const uint8_t* scales = kb + int64_t{16} * head_dim + 32 * b;
+      const uint8_t* scales = kb + kv_key_code_bytes(T, head_dim) + 32 * b;
       const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
       const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)));
       for (int h = 0; h < H; ++h) {
@@ -829,7 +857,10 @@ void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]
 
 // Dimensions [i0, i0 + 8V) of one head's weighted values: the state's
 // times `old` (unless 1), plus w[j] x v[j] for j < n in position order, in
-// V chains (8 for a head of 64).
+// V chains (8 for a head of 64); for the quantized types (w[j] x scale) x
+// code, not the scalar set's w[j] x (scale x code): within 2e-5 of it in
+// the tests. i0 a multiple of 32 when V > 4 (the dimensions in whole
+// blocks of 32), else of 8 (within one block).
 template <KvType T, int V>
 void add_value_dims(const float* w, float old, const uint8_t* const* v, int n, int head_dim, int i0, float* acc) {
   __m256 a[V];
@@ -839,9 +870,26 @@ void add_value_dims(const float* w, float old, const uint8_t* const* v, int n, i
     if (old != 1.0f) a[r] = _mm256_mul_ps(a[r], o);
   }
   for (int j = 0; j < n; ++j) {
-    const __m256 wj = _mm256_broadcast_ss(w + j);
+    if constexpr (kv_quantized(T)) {
+      // The weight times each 32 dimensions' scale once, then the codes
+      // widened only: a multiply per 32 dimensions, not per 8.
+      constexpr int kBlocks = (8 * V + kKvScaleBlock - 1) / kKvScaleBlock;
+      const uint8_t* scales = v[j] + kv_value_code_bytes(T, head_dim) + 2 * (i0 / kKvScaleBlock);
+      __m256 ws[kBlocks];
+#pragma GCC unroll 2
+      for (int b = 0; b < kBlocks; ++b) {
+        uint16_t h;
+        std::memcpy(&h, scales + 2 * b, 2);
+        ws[b] = _mm256_set1_ps(w[j] * half(h));
+      }
 #pragma GCC unroll 8
-    for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(wj, load_values<T>(v[j], head_dim, i0 + 8 * r), a[r]);
+      for (int r = 0; r < V; ++r)
+        a[r] = _mm256_fmadd_ps(ws[8 * r / kKvScaleBlock], value_codes<T>(v[j], i0 + 8 * r), a[r]);
+    } else {
+      const __m256 wj = _mm256_broadcast_ss(w + j);
+#pragma GCC unroll 8
+      for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(wj, load_values<T>(v[j], i0 + 8 * r), a[r]);
+    }
   }
   for (int r = 0; r < V; ++r) _mm256_storeu_ps(acc + i0 + 8 * r, a[r]);
 }
@@ -902,6 +950,7 @@ void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, co
 
 // The attention kernels by KvType.
 constexpr std::array<KernelSet::AttendBlock, kKvTypeCount> kAttendBlock = {
-    attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>, attend_block<KvType::q8_0>};
+    attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>, attend_block<KvType::q8_0>,
+    attend_block<KvType::q4_0>};
 
 }  // namespace
