@@ -91,6 +91,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
     if (f.first_token < 0) {
       f.first_token = now;
       f.reused = gen.scheduler().sequence(id).reused;
+      f.restored = gen.scheduler().sequence(id).restored;
       if (++started == n_seq) rec.all_started = now;
     } else if (rec.all_started >= 0) {
       ++rec.decode_tokens;

@@ -28,7 +28,8 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   RankMemory m;
   m.weights = shard_bytes(file, c, shard, o.quantize);
   m.kv = kv_pool_bytes(scheduler_options(g, c, shard), g.kv_type, c, shard);
-  m.buffers = generator_bytes(g, c, shard) - m.kv;
+  m.cache = g.prefix_reuse ? g.cache_ram_bytes : 0;
+  m.buffers = generator_bytes(g, c, shard) - m.kv - m.cache;
   m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.step_tokens) * c.n_embd) : 0;
   m.command = command_bytes;
   // The ranks this host placed on the same node share it.
@@ -43,20 +44,21 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   if (m.total() <= m.available) return m;
 
   // Name what to change after the part that asks the most.
-  const uint64_t most = std::max({m.weights, m.kv, m.buffers, m.exchange, m.command});
+  const uint64_t most = std::max({m.weights, m.kv, m.buffers, m.exchange, m.cache, m.command});
   const std::string change = most == m.weights ? "run more ranks on more NUMA nodes, or a smaller model"
                              : most == m.kv ? (o.kv_size.empty() ? cat("lower --ctx (", o.context, ") or --parallel (",
                                                                        o.parallel, "), or give --kv-size")
                                                                  : cat("lower --kv-size (", o.kv_size, ")"))
                              : most == m.buffers ? cat("lower --ctx (", o.context, ") or --batch (", o.step_tokens, ")")
+                             : most == m.cache   ? cat("lower --cache-ram (", o.cache_ram, ")")
                              : most == m.command ? std::string("run on more memory")
                                                  : cat("lower --batch (", o.step_tokens, ")");
-  throw InputError(cat("this run needs ", format_bytes(m.total()), " on rank ", mpi.rank(), " (weights ",
-                       format_bytes(m.weights), ", KV cache ", format_bytes(m.kv), ", step buffers ",
-                       format_bytes(m.buffers), ", exchange ", format_bytes(m.exchange),
-                       m.command ? cat(", the command's own ", format_bytes(m.command)) : "", ") but NUMA node ",
-                       node_os, " has ", format_bytes(available), " available",
-                       sharing > 1 ? cat(" for ", sharing, " ranks") : "", ": ", change));
+  throw InputError(
+      cat("this run needs ", format_bytes(m.total()), " on rank ", mpi.rank(), " (weights ", format_bytes(m.weights),
+          ", KV cache ", format_bytes(m.kv), ", step buffers ", format_bytes(m.buffers), ", exchange ",
+          format_bytes(m.exchange), m.cache ? cat(", prompt cache (--cache-ram) ", format_bytes(m.cache)) : "",
+          m.command ? cat(", the command's own ", format_bytes(m.command)) : "", ") but NUMA node ", node_os, " has ",
+          format_bytes(available), " available", sharing > 1 ? cat(" for ", sharing, " ranks") : "", ": ", change));
 }
 
 }  // namespace tps

@@ -19,9 +19,10 @@ namespace tps {
 
 struct RankMemory {
   uint64_t weights = 0, kv = 0, buffers = 0, exchange = 0;
+  uint64_t cache = 0;      // the prompt cache's RAM tier at its cap (--cache-ram)
   uint64_t command = 0;    // what the command itself holds besides (perplexity's rows of logits)
   uint64_t available = 0;  // the rank's part of its node's available memory
-  uint64_t total() const { return weights + kv + buffers + exchange + command; }
+  uint64_t total() const { return weights + kv + buffers + exchange + cache + command; }
 };
 
 // The shard this rank will hold, as check_rank_memory plans it from the

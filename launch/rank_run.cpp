@@ -98,6 +98,13 @@ void RankRun::log_kv_pool(const Generator& gen) const {
            so.full_blocks * kKvBlock, " positions (", so.full_blocks, " blocks of ", kKvBlock, ") and ",
            so.sliding_blocks, " sliding-window blocks, ", static_cast<int64_t>(kv.bytes() / 1e6),
            " MB on each rank; up to ", so.max_sequences, " sequence(s) at once, ", so.step_tokens, " tokens a step");
+  if (so.tier_full_slots > 0) {
+    const uint64_t tier = KvPool::block_bytes(model.config, model.shard, kv.type(), false) * so.tier_full_slots +
+                          KvPool::block_bytes(model.config, model.shard, kv.type(), true) * so.tier_sliding_slots;
+    log_info("prompt cache RAM tier (--cache-ram): ", so.tier_full_slots, " full-attention blocks (",
+             so.tier_full_slots * kKvBlock, " positions) and ", so.tier_sliding_slots, " sliding-window blocks, ",
+             static_cast<int64_t>(tier / 1e6), " MB at most on rank 0, allocated as blocks arrive");
+  }
 }
 
 SessionOptions RankRun::session_options(const RunOptions& o, int context) const {

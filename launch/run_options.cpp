@@ -88,6 +88,15 @@ void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
   }
 }
 
+uint64_t parse_cache_ram(const std::string& text) {
+  if (text == "0") return 0;
+  const std::optional<SizeText> size = parse_size(text, "--cache-ram");
+  if (!size) throw InputError(cat("--cache-ram '", text, "': expected MiB (1024), bytes per rank (2G, 512M) or 0"));
+  if (!size->has_unit && size->value > (~0ull >> 20))
+    throw InputError(cat("--cache-ram ", text, ": more than 2^64 - 1 bytes"));
+  return size->has_unit ? size->value : size->value << 20;
+}
+
 CLI::Option* add_quantize_option(CLI::App& app, QuantizePlan& plan, const std::string& help) {
   auto parse = [&plan](const std::string& text) {
     try {
@@ -129,6 +138,9 @@ GeneratorOptions generator_options(const RunOptions& o) {
   parse_kv_size(o.kv_size, g.kv_positions, g.kv_bytes);
   g.kv_type = o.kv_type;
   g.prefix_reuse = !o.no_prefix_cache;
+  g.cache_ram_bytes = parse_cache_ram(o.cache_ram);
+  if (g.cache_ram_bytes > 0 && !g.prefix_reuse)
+    throw InputError(cat("--cache-ram ", o.cache_ram, " does nothing with --no-prefix-cache (it keeps prefixes)"));
   g.yarn_truncate = o.yarn_truncate;
   return g;
 }
@@ -161,6 +173,13 @@ RunFlags add_run_options(CLI::App& app, RunOptions& run) {
       ->group(run_group::sequences);
   app.add_flag("--no-prefix-cache", run.no_prefix_cache,
                "never reuse the keys and values of a prompt prefix computed before")
+      ->group(run_group::prefix_cache);
+  app.add_option("--cache-ram", run.cache_ram,
+                 "a RAM tier of the prefix cache on each rank, in MiB (or 512M, 2G): blocks the KV pool reuses "
+                 "are kept there and copied back when their prefix returns; 0 (the default): none, since on a "
+                 "CPU server the memory is the model's and the KV pool's unless you give some")
+      ->type_name("MIB")
+      ->capture_default_str()
       ->group(run_group::prefix_cache);
   add_sampling_options(app, run);
   f.seed = app.get_option("--seed");

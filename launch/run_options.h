@@ -41,6 +41,7 @@ struct RunOptions {
   std::string kv_size;              // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
   KvType kv_type = kDefaultKvType;  // its keys' and values' type (kernels/kv_format.h)
   bool no_prefix_cache = false;     // never reuse cached prompt prefixes
+  std::string cache_ram = "0";      // the prompt cache's RAM tier per rank: MiB, or bytes with K/M/G; 0: none
   std::string alias;                // serve: the model's id in the API (default: the file's name)
   std::string json_schema_file;     // generated text held to this JSON Schema (launch/output_format.h)
   std::string grammar_file;         // or to this GBNF grammar
@@ -50,6 +51,8 @@ struct RunOptions {
 // "512M", "64K" (bytes per rank; powers of 1024). Throws InputError naming
 // the flag for anything else.
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
+// --cache-ram: MiB (a plain number) or bytes with K/M/G; "0": none.
+uint64_t parse_cache_ram(const std::string& text);
 
 // Typed options, each parsed once, as the command line is (for tpsrun and
 // tpstopo alike), its names said by the one list they come from:

@@ -35,6 +35,7 @@ nlohmann::json per_rank_json(const std::vector<RankStats>& ranks) {
                    {"weight_bytes", x.weight_bytes},
                    {"weight_pages_on_node", x.on_node},
                    {"kv_bytes", x.kv_bytes},
+                   {"cache_ram_bytes", x.cache_ram_bytes},
                    {"weight_bytes_read", x.bytes_read},
                    {"decode_weight_bytes_per_token", x.decode_bytes_per_token},
                    {"decode_exchange_seconds", x.exchange_seconds},
@@ -43,6 +44,18 @@ nlohmann::json per_rank_json(const std::vector<RankStats>& ranks) {
                    {"decode_seconds_by_part", parts_json(x.decode)}});
   }
   return out;
+}
+
+// The prefix cache's RAM tier: its slots and traffic (rank 0's index).
+nlohmann::json prompt_cache_json(const Scheduler& s) {
+  const Scheduler::TierStats& t = s.tier_stats();
+  return {{"ram_full_blocks", s.tier().slots(BlockKind::full)},
+          {"ram_sliding_blocks", s.tier().slots(BlockKind::sliding)},
+          {"ram_saved_blocks", t.saved},
+          {"ram_restored_blocks", t.restored},
+          {"ram_evicted_blocks", s.tier().evictions()},
+          {"ram_hits", t.hits},
+          {"ram_misses", t.misses}};
 }
 
 // What --json says of every run.
@@ -72,6 +85,7 @@ nlohmann::json run_json(const RunOptions& o, const RunRecord& rec, const std::ve
           {"weight_bytes_read_per_step", bytes_read / std::max<int64_t>(gs.steps, 1)},
           {"decode_weight_bytes_per_token", bytes_per_token},
           {"peak_rss_mib", peak_rss_mib()},
+          {"prompt_cache", prompt_cache_json(gen.scheduler())},
           {"per_rank", per_rank_json(ranks)}};
 }
 
@@ -83,6 +97,7 @@ nlohmann::json sequences_json(const RunOptions& o, RunRecord& rec, std::string& 
     f.shown += f.text.flush();
     sequences.push_back({{"prompt_tokens", f.prompt.size()},
                          {"reused_prompt_tokens", f.reused},
+                         {"restored_prompt_tokens", f.restored},
                          {"generated_ids", f.text.generated()},
                          {"text", f.shown},
                          {"stop", f.text.stop()},
@@ -170,6 +185,7 @@ std::vector<RankStats> gather_rank_stats(RankRun& r, const Generator& gen) {
                        peak_rss_mib(),
                        static_cast<double>(gen.kv().bytes()),
                        static_cast<double>(gen.weight_bytes_read()),
+                       static_cast<double>(gen.tier().bytes()),
                        gen.stats().decode};
   std::vector<RankStats> all(r.exchange.size());
   r.exchange.all_gather(&mine, all.data(), sizeof mine);

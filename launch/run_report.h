@@ -24,6 +24,7 @@ struct Followed {
   GeneratedText text;
   std::string shown;                        // the text so far
   int reused = 0;                           // prompt tokens from the prefix cache
+  int restored = 0;                         // of those, from its RAM tier
   double first_token = -1, last_token = 0;  // seconds since the start
   nlohmann::json logprobs = nlohmann::json::array();
 };
@@ -46,7 +47,7 @@ nlohmann::json logprob_json(const Pick& pick);
 struct RankStats {
   int numa_node;
   double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, exchange_bytes, peak_rss_mib, kv_bytes,
-      bytes_read;
+      bytes_read, cache_ram_bytes;
   StepTimings decode;  // seconds by part of the forward pass in decode steps (Generator::Stats)
 };
 

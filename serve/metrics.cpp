@@ -84,6 +84,27 @@ std::string Metrics::prometheus() const {
   metric("kv_blocks_cached", "gauge", "KV pool blocks kept for prefix reuse and held by no sequence.",
          one("kv_blocks_cached", kv_cached_));
   metric("kv_blocks_total", "gauge", "KV pool blocks (full-attention layers).", one("kv_blocks_total", kv_total_));
+  const PromptCacheStats cache = prompt_cache();
+  metric("cache_ram_blocks_total", "gauge",
+         "Full-attention blocks the prefix cache's RAM tier (--cache-ram) holds at most.",
+         one("cache_ram_blocks_total", static_cast<double>(cache.full_blocks)));
+  metric("cache_ram_blocks_used", "gauge", "Full-attention blocks in the prefix cache's RAM tier.",
+         one("cache_ram_blocks_used", static_cast<double>(cache.full_used)));
+  metric("cache_ram_bytes", "gauge", "Bytes the RAM tier has allocated on rank 0.",
+         one("cache_ram_bytes", static_cast<double>(cache.bytes)));
+  metric("cache_ram_max_bytes", "gauge", "Bytes the RAM tier may take on rank 0 (within --cache-ram).",
+         one("cache_ram_max_bytes", static_cast<double>(cache.max_bytes)));
+  metric("cache_ram_saved_blocks_total", "counter", "KV blocks saved to the RAM tier as the pool reused them.",
+         one("cache_ram_saved_blocks_total", static_cast<double>(cache.saved)));
+  metric("cache_ram_restored_blocks_total", "counter", "KV blocks copied back from the RAM tier.",
+         one("cache_ram_restored_blocks_total", static_cast<double>(cache.restored)));
+  metric("cache_ram_evicted_blocks_total", "counter", "KV blocks the RAM tier let go for newer ones.",
+         one("cache_ram_evicted_blocks_total", static_cast<double>(cache.evicted)));
+  metric("cache_ram_hits_total", "counter", "Prompts that got blocks back from the RAM tier.",
+         one("cache_ram_hits_total", static_cast<double>(cache.hits)));
+  metric("cache_ram_misses_total", "counter",
+         "Prompts whose prefix lookup ended on a block in neither the pool nor the RAM tier.",
+         one("cache_ram_misses_total", static_cast<double>(cache.misses)));
   ResponseStoreStats store;
   {
     std::lock_guard<std::mutex> lock(m_);

@@ -1,7 +1,7 @@
 // What the server counts, for GET /metrics (Prometheus text) and the web
 // page's status panel: requests by endpoint and status, tokens in and out
 // (and those taken from the prefix cache), the Responses API's store, the queue, the running
-// sequences, the KV pool, and tokens/s over the last seconds. Updated by
+// sequences, the KV pool and the prefix cache's RAM tier, and tokens/s over the last seconds. Updated by
 // the engine loop and the HTTP threads; every field is safe to read from
 // any thread.
 #pragma once
@@ -19,6 +19,14 @@
 
 namespace tps {
 
+// The prefix cache's RAM tier (--cache-ram) as rank 0 sees it: its slots
+// and bytes on rank 0, and its traffic (engine/sched/scheduler.h TierStats).
+struct PromptCacheStats {
+  int64_t full_blocks = 0, sliding_blocks = 0, full_used = 0;
+  uint64_t bytes = 0, max_bytes = 0;
+  int64_t saved = 0, restored = 0, evicted = 0, hits = 0, misses = 0;
+};
+
 class Metrics {
  public:
   // A request answered: counted under its route, or "other" (labels come
@@ -32,6 +40,15 @@ class Metrics {
   void set_response_store(const ResponseStoreStats& s) {
     std::lock_guard<std::mutex> lock(m_);
     store_ = s;
+  }
+
+  void set_prompt_cache(const PromptCacheStats& s) {
+    std::lock_guard<std::mutex> lock(m_);
+    cache_ = s;
+  }
+  PromptCacheStats prompt_cache() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return cache_;
   }
 
   // Generated tokens per second over the last `window` seconds.
@@ -50,6 +67,7 @@ class Metrics {
   std::map<std::pair<std::string_view, int>, int64_t> requests_;  // views of endpoint_label's literals
   std::deque<Clock::time_point> recent_;                          // generated tokens' times, last 60 s
   ResponseStoreStats store_;
+  PromptCacheStats cache_;
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, steps_{0}, step_tokens_{0};
   std::atomic<int> waiting_{0}, running_{0}, kv_held_{0}, kv_cached_{0}, kv_total_{0};
 };

@@ -170,6 +170,17 @@ void Server::route() {
                {"blocks_used", kv.held},
                {"blocks_cached", kv.cached},
                {"block_positions", kKvBlock}};
+    const PromptCacheStats c = metrics_.prompt_cache();
+    j["cache_ram"] = {{"blocks_total", c.full_blocks},
+                      {"blocks_used", c.full_used},
+                      {"sliding_blocks_total", c.sliding_blocks},
+                      {"bytes", c.bytes},
+                      {"max_bytes", c.max_bytes},
+                      {"saved_blocks", c.saved},
+                      {"restored_blocks", c.restored},
+                      {"evicted_blocks", c.evicted},
+                      {"hits", c.hits},
+                      {"misses", c.misses}};
     const ResponseStoreStats r = responses_.stats();
     j["responses"] = {{"stored", r.count},        {"bytes", r.bytes}, {"max_stored", r.max_count},
                       {"max_bytes", r.max_bytes}, {"hits", r.hits},   {"misses", r.misses},
@@ -348,6 +359,16 @@ bool Server::between_steps(bool idle) {
   metrics_.set_steps(gen_->stats().steps, gen_->stats().tokens);
   metrics_.set_load(s.waiting(), s.running(), s.blocks().held(BlockKind::full), s.blocks().cached_idle(BlockKind::full),
                     s.blocks().total(BlockKind::full));
+  metrics_.set_prompt_cache(PromptCacheStats{.full_blocks = s.tier().slots(BlockKind::full),
+                                             .sliding_blocks = s.tier().slots(BlockKind::sliding),
+                                             .full_used = s.tier().used(BlockKind::full),
+                                             .bytes = gen_->tier().bytes(),
+                                             .max_bytes = gen_->tier().capacity(),
+                                             .saved = s.tier_stats().saved,
+                                             .restored = s.tier_stats().restored,
+                                             .evicted = s.tier().evictions(),
+                                             .hits = s.tier_stats().hits,
+                                             .misses = s.tier_stats().misses});
   if (stopping_ && live_.empty()) {
     std::lock_guard<std::mutex> lock(inbox_m_);
     if (inbox_.empty()) return false;

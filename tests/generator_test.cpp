@@ -174,6 +174,87 @@ TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
     for (size_t s = 0; s < with[i].size(); ++s) EXPECT_TRUE(with[i][s] == without[i][s]) << i << " " << s;
 }
 
+// Runs prompts through the generator in rounds, each added when the one
+// before is done; what each drew, and the prompt tokens each took from the
+// cache and, of those, restored from the RAM tier.
+struct Rounds {
+  std::vector<std::vector<Step>> steps;
+  std::vector<int> reused, restored;
+};
+
+Rounds in_rounds(Generator& gen, const std::vector<std::vector<std::vector<int32_t>>>& rounds, int n) {
+  Rounds r;
+  std::map<int, int> index;
+  SequenceParams params;
+  params.sampler.temperature = 0, params.max_new_tokens = n, params.top_logprobs = 5;
+  size_t next = 0;
+  Generator::Events ev;
+  ev.token = [&](int seq, const Pick& p, SequenceEnd) {
+    const int i = index.at(seq);
+    if (r.steps[i].empty())
+      r.reused[i] = gen.scheduler().sequence(seq).reused, r.restored[i] = gen.scheduler().sequence(seq).restored;
+    r.steps[i].push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
+    return true;
+  };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [&](bool idle) {
+    if (!idle) return true;
+    if (next == rounds.size()) return false;
+    for (const auto& p : rounds[next]) {
+      index[gen.add(p, params)] = static_cast<int>(r.steps.size());
+      r.steps.emplace_back(), r.reused.push_back(0), r.restored.push_back(0);
+    }
+    ++next;
+    return true;
+  };
+  gen.run(ev);
+  return r;
+}
+
+// The RAM tier of the prompt cache: a pool of 8 blocks that other prompts
+// overflow between two turns sharing a 50-token system prompt. The blocks
+// the pool reuses go to the tier and come back for the second turn, which
+// computes only the rest; the tier overflows its own cap later and stays
+// within it. Every token and top-5 log-probability is the bits of the same
+// rounds without a tier (f32 cache), where the second turn recomputes.
+TEST(Generator, TheRamTierRestoresEvictedPrefixesToTheSameBits) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("small")), pool);
+  std::vector<int32_t> system = prompt(50, 9), a = system, c = system, d = system;
+  for (int32_t t : prompt(7, 10)) a.push_back(t);
+  for (int32_t t : prompt(9, 11)) c.push_back(t);
+  for (int32_t t : prompt(5, 12)) d.push_back(t);
+  const std::vector<std::vector<std::vector<int32_t>>> rounds = {
+      {a}, {prompt(60, 20)}, {c}, {prompt(60, 21)}, {prompt(60, 22)}, {prompt(60, 23)}, {d}};
+  GeneratorOptions o;
+  o.max_sequences = 1, o.step_tokens = 64, o.context = 128, o.kv_type = KvType::f32;  // 8 full blocks
+  const uint64_t unit = kTierFullPerSliding * KvPool::block_bytes(m.config, m.shard, o.kv_type, false) +
+                        KvPool::block_bytes(m.config, m.shard, o.kv_type, true);
+  o.cache_ram_bytes = 2 * unit + unit / 2;  // 16 full blocks and 2 sliding ones
+  const int n = 16;
+  Exchange solo;
+  Generator with_tier(m, pool, solo, o);
+  const Rounds with = in_rounds(with_tier, rounds, n);
+  o.cache_ram_bytes = 0;
+  Generator without_tier(m, pool, solo, o);
+  const Rounds without = in_rounds(without_tier, rounds, n);
+
+  EXPECT_EQ(without.reused[2], 0);  // the pool alone lost the system prompt's first block
+  EXPECT_EQ(with.reused[2], 48);    // three whole blocks ...
+  EXPECT_GT(with.restored[2], 0);   // ... some of them from the tier
+  const Scheduler::TierStats& stats = with_tier.scheduler().tier_stats();
+  EXPECT_GT(stats.saved, 16);  // more than the tier holds: it evicted
+  EXPECT_GT(with_tier.scheduler().tier().evictions(), 0);
+  EXPECT_GE(stats.hits, 1);
+  EXPECT_LE(with_tier.tier().bytes(), 2 * unit);  // within the cap
+  EXPECT_GT(with_tier.tier().bytes(), 0u);
+  ASSERT_EQ(with.steps.size(), without.steps.size());
+  for (size_t i = 0; i < with.steps.size(); ++i) {
+    ASSERT_EQ(with.steps[i].size(), static_cast<size_t>(n)) << i;
+    for (int s = 0; s < n; ++s) EXPECT_TRUE(with.steps[i][s] == without.steps[i][s]) << "prompt " << i << " step " << s;
+  }
+}
+
 // A client that goes away: its sequence ends between steps, running or
 // waiting, its blocks go back, and the others' tokens do not change.
 TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {

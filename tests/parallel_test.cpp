@@ -103,6 +103,55 @@ TEST(Parallel, EachSequenceAsAloneSmall) {
   expect_each_as_alone("small", {{1, "auto", "auto"}, {2, "tensor", "shm"}, {2, "layers", "shm"}});
 }
 
+// --cache-ram under splits: a pool of 4 blocks, which a story in between
+// takes whole, loses the shared prefix of two questions; each rank's RAM
+// tier keeps its share of the blocks and the second question gets them back
+// (two whole blocks) instead of computing them, and every sequence draws
+// what it draws alone on one rank with no tier, to the bit.
+TEST(Parallel, TheRamTierRestoresAPrefixOnEverySplit) {
+  const std::vector<std::string> prompts = {
+      kShared + "what is the capital of France?",
+      "Once upon a time, in a land far away, there lived a king who had three daughters and a dragon that guarded "
+      "the gold of the mountain; every spring the river rose and the farmers planted barley in the black soil.",
+      kShared + "how far is the moon?"};
+  const std::string greedy = "-n 12 --temp 0 --top-logprobs 5";
+  std::vector<json> alone;
+  for (const std::string& p : prompts) {
+    alone.push_back(tpsrun(1, tps("", "tiny", "-p '" + p + "' " + greedy)));
+    ASSERT_FALSE(alone.back().is_null());
+  }
+  const std::string file = testing::temp_path("tier_prompts.txt");
+  {
+    std::ofstream out(file);
+    for (const std::string& p : prompts) out << p << "\n";
+  }
+  const std::string base = "--prompts-file " + file + " --parallel 1 --kv-size 64 " + greedy;
+  const json lost = tpsrun(1, tps("", "tiny", base));
+  ASSERT_FALSE(lost.is_null());
+  EXPECT_EQ(lost["sequences"][2]["reused_prompt_tokens"], 0);  // the pool alone lost the prefix
+  for (const Config& c : std::vector<Config>{{1, "auto", "auto"}, {2, "tensor", "shm"}, {2, "layers", "shm"}}) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.split + " split");
+    const json got =
+        tpsrun(c.ranks, tps("", "tiny", base + " --cache-ram 1 --split " + c.split + " --exchange " + c.transport));
+    ASSERT_FALSE(got.is_null());
+    ASSERT_EQ(got["sequences"].size(), prompts.size());
+    EXPECT_EQ(got["sequences"][2]["reused_prompt_tokens"], 32);
+    EXPECT_EQ(got["sequences"][2]["restored_prompt_tokens"], 32);
+    EXPECT_GE(got["prompt_cache"]["ram_saved_blocks"].get<int>(), 2) << got["prompt_cache"].dump();
+    EXPECT_EQ(got["prompt_cache"]["ram_hits"], 1) << got["prompt_cache"].dump();
+    double kept = 0;  // (split by layers, a rank may hold no layer of a kind)
+    for (const json& rank : got["per_rank"]) {
+      kept += rank["cache_ram_bytes"].get<double>();
+      EXPECT_LE(rank["cache_ram_bytes"].get<double>(), 1 << 20) << rank.dump();  // the cap
+    }
+    EXPECT_GT(kept, 0);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got["sequences"][i]["generated_ids"], alone[i]["generated_ids"]) << "sequence " << i;
+      EXPECT_EQ(got["sequences"][i]["logprobs"], alone[i]["logprobs"]) << "sequence " << i;
+    }
+  }
+}
+
 TEST(Parallel, SequenceIDrawsWithSeedPlusI) {
   json both = tpsrun(1, tps("", "tiny", "-p 'Tell me a story' --parallel 2 -n 12 --temp 1 --seed 40"));
   json second = tpsrun(1, tps("", "tiny", "-p 'Tell me a story' -n 12 --temp 1 --seed 41"));

@@ -1,14 +1,17 @@
 // The scheduler and its block bookkeeping, alone (no model): admission in
 // arrival order, the token budget and prompt chunks, waiting when the pool
 // is full (never a crash), sliding blocks given back past the window, the
-// prefix cache's reuse and its eviction order.
+// prefix cache's reuse and its eviction order, and its RAM tier's copies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
 #include "engine/sched/block_manager.h"
 #include "engine/sched/scheduler.h"
+#include "engine/sched/tier_index.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -260,6 +263,67 @@ TEST(Scheduler, ANextTurnReusesItsPromptAfterALongAnswer) {
   const int b = s.add(turn2, 4);
   step(s, batch);
   EXPECT_EQ(s.sequence(b).reused, 32);
+}
+
+// The RAM tier: the blocks the pool takes for C are saved in C's step
+// (before it writes them), and A's next turn gets them back in its own step,
+// each restore reading the slot its block was saved to; a 2-slot tier
+// keeps the most recent keys and never gives a pinned slot to a save.
+TEST(Scheduler, TheRamTierSavesWhatThePoolReusesAndRestoresItInTheStep) {
+  SchedulerOptions o = options(1, 512, 3);  // 3 full blocks: a 33-token prompt takes them all
+  o.tier_full_slots = 8, o.tier_sliding_slots = 1;
+  Scheduler s(o);
+  Batch batch;
+  const int a = s.add(tokens(33, 0), 1);
+  step(s, batch);
+  const std::vector<int32_t> a_full = s.sequence(a).full;
+  s.finish(a);
+  EXPECT_TRUE(batch.copies.empty());  // the pool had free blocks
+  s.add(tokens(33, 100), 1);
+  step(s, batch);
+  std::map<int, int> saved;  // block -> slot
+  for (const BlockCopy& c : batch.copies)
+    if (!c.sliding) {
+      EXPECT_EQ(c.to_tier, 1);
+      saved[c.block] = c.slot;
+    }
+  ASSERT_EQ(saved.size(), 2u);  // A's 2 cached blocks
+  s.finish(s.sequence(a + 1).id);
+  const int a2 = s.add(tokens(33, 0), 1);
+  step(s, batch);
+  EXPECT_EQ(s.sequence(a2).reused, 32);
+  EXPECT_EQ(s.sequence(a2).restored, 32);
+  int loads = 0;
+  for (size_t i = 0; i < batch.copies.size(); ++i) {
+    const BlockCopy& c = batch.copies[i];
+    if (c.sliding || c.to_tier) continue;
+    ++loads;
+    EXPECT_TRUE(std::count(s.sequence(a2).full.begin(), s.sequence(a2).full.end(), c.block));
+    bool was_a_slot = false;
+    for (auto [block, slot] : saved) was_a_slot |= slot == c.slot;
+    EXPECT_TRUE(was_a_slot) << c.slot;
+    for (size_t j = 0; j < i; ++j)  // no save into it before it is read
+      EXPECT_FALSE(batch.copies[j].to_tier && !batch.copies[j].sliding && batch.copies[j].slot == c.slot);
+  }
+  EXPECT_EQ(loads, 2);
+  EXPECT_EQ(s.tier_stats().restored, 2);  // (the window's sliding block stayed: that pool has room)
+}
+
+TEST(TierIndex, LeastRecentlyUsedOutButNeverAPinnedSlot) {
+  TierIndex t(2, 0);
+  const int s1 = t.place(BlockKind::full, 1), s2 = t.place(BlockKind::full, 2);
+  EXPECT_NE(s1, s2);
+  EXPECT_EQ(t.place(BlockKind::full, 1), -1);  // there already: touched, now the most recent
+  EXPECT_EQ(t.place(BlockKind::full, 3), s2);  // 2 was the least recent
+  EXPECT_EQ(t.find(BlockKind::full, 2), -1);
+  t.pin(BlockKind::full, s1);
+  EXPECT_EQ(t.place(BlockKind::full, 4), s2);  // 1 is older than 3 but pinned
+  t.pin(BlockKind::full, s2);
+  EXPECT_EQ(t.place(BlockKind::full, 5), -1);  // every slot pinned: nothing saved
+  t.unpin_all();
+  EXPECT_EQ(t.place(BlockKind::full, 5), s1);
+  EXPECT_EQ(t.evictions(), 3);
+  EXPECT_EQ(TierIndex(0, 0).place(BlockKind::full, 1), -1);  // no tier
 }
 
 TEST(BlockManager, PromisesNeverExceedWhatIsAvailable) {

@@ -27,6 +27,7 @@ void BlockManager::unpromise(BlockKind k, int n) { promised_[int(k)] -= n; }
 int BlockManager::allocate(BlockKind kind) {
   const int k = int(kind);
   int id;
+  evicted_ = false;
   if (!free_[k].empty()) {
     id = free_[k].back();
     free_[k].pop_back();
@@ -36,6 +37,7 @@ int BlockManager::allocate(BlockKind kind) {
     idle_at_[k][id] = idle_[k].end();
     by_key_[k].erase(key_[k][id]);
     keyed_[k][id] = 0;
+    evicted_ = true, evicted_key_ = key_[k][id];
   } else {
     throw Error(cat("the KV pool has no ", kind == BlockKind::full ? "full" : "sliding",
                     "-attention block left (a promise was broken)"));

@@ -48,6 +48,12 @@ class BlockManager {
   // least recently released cached one (leaving the cache). Throws Error if
   // there is none (a promise was not kept).
   int allocate(BlockKind k);
+  // Whether the last allocate took a cached block, and then its key (the
+  // prompt cache's RAM tier saves it before the block is written).
+  bool last_evicted(uint64_t& key) const {
+    key = evicted_key_;
+    return evicted_;
+  }
   // One more holder of a block (a cached one leaves the idle list).
   void hold(BlockKind k, int id);
   // One holder less; a block nobody holds becomes idle if cached, else free.
@@ -68,6 +74,8 @@ class BlockManager {
   std::vector<char> keyed_[2];
   std::unordered_map<uint64_t, int> by_key_[2];
   int promised_[2] = {0, 0};
+  bool evicted_ = false;
+  uint64_t evicted_key_ = 0;
 };
 
 }  // namespace tps

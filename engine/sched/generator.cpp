@@ -10,7 +10,7 @@
 
 namespace tps {
 
-// A step as rank 0 sends it: the batch, the sequences that join (their
+// A step as rank 0 sends it: the batch (with its cache copies), the sequences that join (their
 // sampling parameters, and the constraint text of those constrained) and
 // leave, or the end of the run.
 struct Generator::Plan {
@@ -35,24 +35,27 @@ struct Generator::Plan {
   }
 
   std::vector<uint8_t> fixed_bytes() const {
-    const int32_t head[6] = {stop,
+    const int32_t head[7] = {stop,
                              static_cast<int32_t>(batch.entries.size()),
                              static_cast<int32_t>(batch.tokens.size()),
                              static_cast<int32_t>(batch.blocks.size()),
+                             static_cast<int32_t>(batch.copies.size()),
                              static_cast<int32_t>(joins.size()),
                              static_cast<int32_t>(leaves.size())};
-    const size_t sizes[6] = {sizeof head,
+    const size_t sizes[7] = {sizeof head,
                              batch.entries.size() * sizeof(BatchEntry),
                              batch.tokens.size() * sizeof(int32_t),
                              batch.blocks.size() * sizeof(int32_t),
+                             batch.copies.size() * sizeof(BlockCopy),
                              joins.size() * sizeof(Join),
                              leaves.size() * sizeof(int32_t)};
-    const void* parts[6] = {head,         batch.entries.data(), batch.tokens.data(), batch.blocks.data(),
-                            joins.data(), leaves.data()};
+    const void* parts[7] = {
+        head,         batch.entries.data(), batch.tokens.data(), batch.blocks.data(), batch.copies.data(),
+        joins.data(), leaves.data()};
     size_t total = 0;
     for (size_t n : sizes) total += n;
     std::vector<uint8_t> out(total);
-    for (size_t i = 0, at = 0; i < 6; at += sizes[i++])
+    for (size_t i = 0, at = 0; i < 7; at += sizes[i++])
       if (sizes[i]) std::memcpy(out.data() + at, parts[i], sizes[i]);
     return out;
   }
@@ -65,14 +68,15 @@ struct Generator::Plan {
       if (n) std::memcpy(dst, in.data() + at, n);  // (an empty vector's data() may be null)
       at += n;
     };
-    int32_t head[6];
+    int32_t head[7];
     take(head, sizeof head);
     p.stop = head[0];
     p.batch.entries.resize(head[1]), p.batch.tokens.resize(head[2]), p.batch.blocks.resize(head[3]);
-    p.joins.resize(head[4]), p.leaves.resize(head[5]);
+    p.batch.copies.resize(head[4]), p.joins.resize(head[5]), p.leaves.resize(head[6]);
     take(p.batch.entries.data(), p.batch.entries.size() * sizeof(BatchEntry));
     take(p.batch.tokens.data(), p.batch.tokens.size() * sizeof(int32_t));
     take(p.batch.blocks.data(), p.batch.blocks.size() * sizeof(int32_t));
+    take(p.batch.copies.data(), p.batch.copies.size() * sizeof(BlockCopy));
     take(p.joins.data(), p.joins.size() * sizeof(Join));
     take(p.leaves.data(), p.leaves.size() * sizeof(int32_t));
     uint64_t count = 0;
@@ -146,11 +150,34 @@ ForwardOptions forward_options(const GeneratorOptions& o) {
 
 uint64_t generator_bytes(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
   const uint64_t logits = static_cast<uint64_t>(o.max_sequences) * shard.share.vocab.size() * sizeof(float);
+  const uint64_t tier = o.prefix_reuse ? o.cache_ram_bytes : 0;  // at its cap
   return kv_pool_bytes(scheduler_options(o, c, shard), o.kv_type, c, shard) +
-         ForwardPass::buffer_bytes(c, shard, forward_options(o)) + logits;
+         ForwardPass::buffer_bytes(c, shard, forward_options(o)) + logits + tier;
+}
+
+int tier_units(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
+  if (o.cache_ram_bytes == 0) return 0;
+  const uint64_t unit = kTierFullPerSliding * KvPool::block_bytes(c, shard, o.kv_type, false) +
+                        KvPool::block_bytes(c, shard, o.kv_type, true);
+  return static_cast<int>(std::min<uint64_t>(o.cache_ram_bytes / std::max<uint64_t>(unit, 1), 1 << 24));
 }
 
 namespace {
+
+// The scheduler's options with the RAM tier's slots: the same on every rank
+// (the least any rank's cap holds), since every rank mirrors rank 0's slots.
+SchedulerOptions with_tier(SchedulerOptions s, const GeneratorOptions& o, const Model& m, Exchange& ex) {
+  if (o.cache_ram_bytes == 0 || !o.prefix_reuse) return s;
+  const int32_t mine = tier_units(o, m.config, m.shard);
+  std::vector<int32_t> all(ex.size());
+  if (ex.size() > 1)
+    ex.all_gather(&mine, all.data(), sizeof mine);
+  else
+    all[0] = mine;
+  const int32_t units = *std::min_element(all.begin(), all.end());
+  s.tier_full_slots = units * kTierFullPerSliding, s.tier_sliding_slots = units;
+  return s;
+}
 
 void send_bytes(Exchange& ex, const std::vector<uint8_t>& bytes, int to) {
   const uint64_t n = bytes.size();
@@ -172,10 +199,12 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
     : model_(m),
       exchange_(exchange),
       pass_(m, forward_options(o), pool, exchange),
-      scheduler_(scheduler_options(o, m.config, m.shard)),
+      scheduler_(with_tier(scheduler_options(o, m.config, m.shard), o, m, exchange)),
       constraint_cache_(m.tokenizer) {
   const SchedulerOptions& s = scheduler_.options();
   kv_ = KvPool(m.config, m.shard, o.kv_type, s.full_blocks, s.sliding_blocks);
+  tier_ = RamTier(KvPool::block_bytes(m.config, m.shard, o.kv_type, false),
+                  KvPool::block_bytes(m.config, m.shard, o.kv_type, true), s.tier_full_slots, s.tier_sliding_slots);
   logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());
 }
 
@@ -329,6 +358,7 @@ void Generator::run_together(const Events& events) {
     apply(plan);
     const Batch& batch = root ? batch_ : plan.batch;
     Clock::time_point t0 = Clock::now();
+    tier_.apply(batch.copies, kv_);
     pass_.run(batch, kv_, logits_.data());
     const double forward = seconds_since(t0);
     t0 = Clock::now();
@@ -364,6 +394,7 @@ void Generator::run_pipeline_first(const Events& events) {
       // last rank never waits for it to listen.
       f.handle = exchange_.post_recv(f.chosen.data(), f.chosen.size() * sizeof(Chosen), last);
       const Clock::time_point t0 = Clock::now();
+      tier_.apply(f.batch.copies, kv_);
       pass_.run(f.batch, kv_, nullptr);
       count_step(f.batch, seconds_since(t0));
       in_flight.push_back(std::move(f));
@@ -395,6 +426,7 @@ void Generator::run_pipeline_stage() {
     if (plan.stop) return;
     if (me == last) apply(plan);
     Clock::time_point t0 = Clock::now();
+    tier_.apply(plan.batch.copies, kv_);
     pass_.run(plan.batch, kv_, logits_.data());
     const double forward = seconds_since(t0);
     if (me != last) {

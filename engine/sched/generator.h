@@ -25,6 +25,7 @@
 #include "engine/sched/sequence_end.h"
 #include "engine/step/forward.h"
 #include "engine/step/kv_pool.h"
+#include "engine/step/ram_tier.h"
 #include "engine/text/harmony.h"
 #include "runtime/exchange.h"
 #include "runtime/thread_pool.h"
@@ -38,6 +39,7 @@ struct GeneratorOptions {
   int kv_positions = 0;   // the full-attention pool, in positions (0: context x max_sequences) ...
   uint64_t kv_bytes = 0;  // ... or the whole pool's bytes on each rank
   bool prefix_reuse = true;
+  uint64_t cache_ram_bytes = 0;     // the prompt cache's RAM tier on each rank (--cache-ram; 0: none)
   KvType kv_type = kDefaultKvType;  // the KV pool's keys and values (kernels/kv_format.h)
   bool yarn_truncate = false;
   const KernelSet* kernels = nullptr;
@@ -49,10 +51,17 @@ struct GeneratorOptions {
 SchedulerOptions scheduler_options(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
 uint64_t kv_pool_bytes(const SchedulerOptions& options, KvType type, const ModelConfig& config, const Shard& shard);
 // All a Generator with these options allocates on such a rank, whatever its
-// threads: the KV pool, the forward pass's buffers and the logits (the block
-// tables' bookkeeping, under 1% of the pool, aside). From the shapes alone,
-// so a launcher can check it against the rank's memory first.
+// threads: the KV pool, the forward pass's buffers, the logits and the RAM
+// tier at its cap (the block tables' bookkeeping, under 1% of the pool,
+// aside). From the shapes alone, so a launcher can check it against the
+// rank's memory first.
 uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
+// The RAM tier's size on such a rank, in units of kTierFullPerSliding full
+// blocks and one sliding block (a cached prefix keeps all its full blocks
+// but only its last window's sliding ones), so that units x a unit's bytes
+// stay within cache_ram_bytes. The Generator takes the least of every rank's.
+constexpr int kTierFullPerSliding = 8;
+int tier_units(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
 
 // What a sequence asks for besides its prompt. The generator ends it at its
 // stop tokens, at max_new_tokens, or when the context is full.
@@ -113,6 +122,7 @@ class Generator {
   // The compiled constraints (rank 0's validates a request's before it is added).
   ConstraintCache& constraints() { return constraint_cache_; }
   const KvPool& kv() const { return kv_; }
+  const RamTier& tier() const { return tier_; }
 
  private:
   struct Join {
@@ -139,6 +149,7 @@ class Generator {
   Exchange alone_;
   ForwardPass pass_;
   KvPool kv_;
+  RamTier tier_;
   Scheduler scheduler_;                   // rank 0's
   std::map<int, SequenceParams> params_;  // rank 0: of every sequence added
   std::map<int, Sampler> samplers_;       // by sequence: on every rank that samples

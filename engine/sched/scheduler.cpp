@@ -24,7 +24,10 @@ int sliding_blocks_needed(const SchedulerOptions& o) {
 }
 
 Scheduler::Scheduler(const SchedulerOptions& o)
-    : opt_(o), blocks_(o.full_blocks, o.sliding_blocks), window_blocks_(window_blocks(o.window)) {
+    : opt_(o),
+      blocks_(o.full_blocks, o.sliding_blocks),
+      tier_(o.tier_full_slots, o.tier_sliding_slots),
+      window_blocks_(window_blocks(o.window)) {
   if (!blocks_.promise(BlockKind::sliding, headroom_blocks(o)))
     throw InputError(cat("the KV pool's ", o.sliding_blocks, " sliding-window blocks are fewer than the ",
                          sliding_blocks_needed(o), " that ", o.max_sequences, " sequences need"));
@@ -54,6 +57,7 @@ int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens) {
 bool Scheduler::next_step(Batch& batch) {
   batch.clear();
   admitted_.clear();
+  copies_.clear();
   int budget = opt_.step_tokens, taken = 0;
   // A pipeline's step takes its share of the running sequences, so the next
   // step has others to keep the first stage busy while this one moves on.
@@ -88,18 +92,26 @@ bool Scheduler::next_step(Batch& batch) {
   }
   if (!waiting_.empty() && running() >= opt_.max_sequences)
     seqs_.at(waiting_.front()).waiting_for = cat("all ", opt_.max_sequences, " sequences are running");
+  batch.copies.swap(copies_);
   return !batch.entries.empty();
 }
 
 bool Scheduler::admit(Sequence& s) {
-  if (opt_.prefix_reuse) reuse_prefix(s);
+  const Reuse reuse = opt_.prefix_reuse ? reuse_prefix(s) : Reuse{};
   const int positions = std::min(static_cast<int>(s.tokens.size()) + s.max_new_tokens, opt_.context);
-  const int full = blocks_for(positions) - static_cast<int>(s.full.size());
-  const int sliding = std::min(window_blocks_, blocks_for(positions)) - static_cast<int>(s.sliding.size());
+  // Blocks to come back from the tier are drawn from the promise like new ones.
+  auto held = [](const std::vector<int32_t>& table) {
+    return static_cast<int>(std::count_if(table.begin(), table.end(), [](int32_t id) { return id >= 0; }));
+  };
+  const int full = blocks_for(positions) - held(s.full);
+  const int sliding = std::min(window_blocks_, blocks_for(positions)) - held(s.sliding);
   if (blocks_.unpromised(BlockKind::full) >= full && blocks_.unpromised(BlockKind::sliding) >= sliding) {
     blocks_.promise(BlockKind::full, full), blocks_.promise(BlockKind::sliding, sliding);
     s.full_promised = full, s.sliding_promised = sliding;
     s.admitted = true, s.waiting_for.clear();
+    restore(s, reuse.restores);
+    tier_stats_.misses += reuse.missed;
+    tier_stats_.hits += !reuse.restores.empty();
     return true;
   }
   s.waiting_for =
@@ -107,39 +119,94 @@ bool Scheduler::admit(Sequence& s) {
           blocks_.total(BlockKind::full), " free)");
   let_go(s);  // the reused blocks go back to the cache
   s.full.clear(), s.sliding.clear(), s.keys.clear();
-  s.computed = s.reused = s.sliding_block0 = 0;
+  s.computed = s.reused = s.restored = s.sliding_block0 = 0;
   return false;
 }
 
-// The longest run of the prompt's whole blocks the cache has, keeping one
-// token to compute; on sliding layers its last window's blocks must be
-// cached too.
-void Scheduler::reuse_prefix(Sequence& s) {
+// The longest run of the prompt's whole blocks the cache has (in the pool,
+// else in the RAM tier), keeping one token to compute; on sliding layers its
+// last window's blocks must be cached too. Blocks in the pool are held;
+// those in the tier are left as -1 in the tables, to restore once admitted.
+Scheduler::Reuse Scheduler::reuse_prefix(Sequence& s) {
+  Reuse reuse;
+  auto look = [&](BlockKind k, uint64_t key, int& slot) {
+    const int id = blocks_.find(k, key);
+    slot = id < 0 ? tier_.find(k, key) : -1;
+    return id;
+  };
   std::vector<int32_t> full;
+  std::vector<int> full_slots;
   std::vector<uint64_t> keys;
   uint64_t key = 0;
   for (int b = 0; b < (s.prompt - 1) / kKvBlock; ++b) {
     key = prefix_key(key, std::span<const int32_t>(s.tokens).subspan(b * kKvBlock, kKvBlock));
-    const int id = blocks_.find(BlockKind::full, key);
-    if (id < 0) break;
-    full.push_back(id), keys.push_back(key);
+    int slot = -1;
+    const int id = look(BlockKind::full, key, slot);
+    if (id < 0 && slot < 0) {
+      reuse.missed = tier_.slots(BlockKind::full) > 0;
+      break;
+    }
+    full.push_back(id), full_slots.push_back(slot), keys.push_back(key);
   }
   for (int n = static_cast<int>(full.size()); n > 0; --n) {
     const int b0 = first_visible(n * kKvBlock, opt_.window, true) / kKvBlock;
     std::vector<int32_t> sliding;
+    std::vector<int> sliding_slots;
     for (int b = b0; b < n; ++b) {
-      const int id = blocks_.find(BlockKind::sliding, keys[b]);
-      if (id < 0) break;
-      sliding.push_back(id);
+      int slot = -1;
+      const int id = look(BlockKind::sliding, keys[b], slot);
+      if (id < 0 && slot < 0) break;
+      sliding.push_back(id), sliding_slots.push_back(slot);
     }
     if (static_cast<int>(sliding.size()) != n - b0) continue;
     s.full.assign(full.begin(), full.begin() + n), s.keys.assign(keys.begin(), keys.begin() + n);
     s.sliding = sliding, s.sliding_block0 = b0;
-    for (int id : s.full) blocks_.hold(BlockKind::full, id);
-    for (int id : s.sliding) blocks_.hold(BlockKind::sliding, id);
+    for (int i = 0; i < n; ++i)
+      if (s.full[i] >= 0)
+        blocks_.hold(BlockKind::full, s.full[i]);
+      else
+        reuse.restores.push_back(Restore{BlockKind::full, i, full_slots[i], keys[i]});
+    for (int i = 0; i < n - b0; ++i)
+      if (s.sliding[i] >= 0)
+        blocks_.hold(BlockKind::sliding, s.sliding[i]);
+      else
+        reuse.restores.push_back(Restore{BlockKind::sliding, i, sliding_slots[i], keys[b0 + i]});
     s.computed = s.reused = n * kKvBlock;
-    return;
+    return reuse;
   }
+  return reuse;
+}
+
+// Allocates each block of an admitted sequence's prefix that is in the tier
+// only (from its promise) and copies it back; the slots stay pinned until
+// every copy is planned, so no block saved meanwhile takes one first.
+void Scheduler::restore(Sequence& s, const std::vector<Restore>& restores) {
+  for (const Restore& r : restores) tier_.pin(r.kind, r.slot), tier_.touch(r.kind, r.slot);
+  for (const Restore& r : restores) {
+    const bool full = r.kind == BlockKind::full;
+    const int id = allocate(r.kind);
+    (full ? s.full : s.sliding)[r.index] = id;
+    --(full ? s.full_promised : s.sliding_promised);
+    copies_.push_back(BlockCopy{.sliding = !full, .block = id, .slot = r.slot, .to_tier = 0});
+    blocks_.cache(r.kind, id, r.key);
+    s.restored += full ? kKvBlock : 0;
+    ++tier_stats_.restored;
+  }
+  tier_.unpin_all();
+}
+
+// A block from the pool; a cached block it takes is saved to the tier first.
+int Scheduler::allocate(BlockKind k) {
+  const int id = blocks_.allocate(k);
+  uint64_t key = 0;
+  if (tier_.slots(k) > 0 && blocks_.last_evicted(key)) {
+    const int slot = tier_.place(k, key);
+    if (slot >= 0) {
+      copies_.push_back(BlockCopy{.sliding = k == BlockKind::sliding, .block = id, .slot = slot, .to_tier = 1});
+      ++tier_stats_.saved;
+    }
+  }
+  return id;
 }
 
 void Scheduler::schedule(Sequence& s, int count, Batch& batch) {
@@ -158,7 +225,7 @@ void Scheduler::take_full(Sequence& s, int positions) {
     if (s.full_promised == 0)
       throw Error(cat("sequence ", s.id, " reached position ", positions, ", past the ", s.full.size(),
                       " KV blocks it was promised (a sequence that was not ended at its length)"));
-    s.full.push_back(blocks_.allocate(BlockKind::full));
+    s.full.push_back(allocate(BlockKind::full));
     --s.full_promised;
   }
 }
@@ -173,7 +240,7 @@ void Scheduler::take_sliding(Sequence& s, int first_position, int count) {
       --s.sliding_promised;
     else
       ++s.headroom;
-    s.sliding.push_back(blocks_.allocate(BlockKind::sliding));
+    s.sliding.push_back(allocate(BlockKind::sliding));
   }
 }
 
@@ -213,8 +280,10 @@ void Scheduler::ran(const BatchEntry& e) {
 void Scheduler::append(int seq, int32_t token) { seqs_.at(seq).tokens.push_back(token); }
 
 void Scheduler::let_go(Sequence& s) {
-  for (int id : s.full) blocks_.release(BlockKind::full, id);
-  for (int id : s.sliding) blocks_.release(BlockKind::sliding, id);
+  for (int id : s.full)
+    if (id >= 0) blocks_.release(BlockKind::full, id);  // (-1: a block to restore, not yet allocated)
+  for (int id : s.sliding)
+    if (id >= 0) blocks_.release(BlockKind::sliding, id);
   blocks_.unpromise(BlockKind::full, s.full_promised);
   // Sliding blocks drawn from the headroom go back to it.
   blocks_.unpromise(BlockKind::sliding, s.sliding_promised);

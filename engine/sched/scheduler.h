@@ -15,6 +15,11 @@
 // prefix cache holds (engine/sched/block_manager.h), keeping at least one
 // token to compute; sliding blocks older than the window go back as it
 // moves on.
+//
+// With a RAM tier (engine/sched/tier_index.h), a cached block the pool is
+// about to reuse is saved to it first, and a prefix block the pool lacks
+// but the tier has is allocated and copied back: the step carries those
+// copies (Batch::copies), and the prompt computes only the rest.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "engine/sched/block_manager.h"
+#include "engine/sched/tier_index.h"
 #include "engine/step/batch.h"
 
 namespace tps {
@@ -37,6 +43,8 @@ struct SchedulerOptions {
   int window = 128;  // the model's sliding window
   int stages = 1;    // steps in flight at once (pipeline stages)
   bool prefix_reuse = true;
+  int tier_full_slots = 0;  // the RAM tier of the prompt cache (0: none)
+  int tier_sliding_slots = 0;
 };
 
 // The sliding blocks a pool needs for the options' sequences: a window's
@@ -55,6 +63,7 @@ class Scheduler {
     int max_new_tokens = 0;       // tokens it may generate
     int computed = 0;             // positions whose keys and values are in the pool
     int reused = 0;               // prompt tokens taken from the prefix cache
+    int restored = 0;             // of those, tokens whose blocks came back from the RAM tier
     bool admitted = false, in_flight = false;
     std::string waiting_for;       // why it waits ("" when it does not)
     std::vector<int32_t> full;     // block table, full-attention layers
@@ -93,11 +102,31 @@ class Scheduler {
   // Sequences admitted by the last next_step, in order.
   const std::vector<int>& admitted() const { return admitted_; }
   const BlockManager& blocks() const { return blocks_; }
+  const TierIndex& tier() const { return tier_; }
+  // The RAM tier's traffic: blocks saved to it and restored from it, and
+  // admitted prompts whose prefix lookup ended on a block in neither the
+  // pool nor the tier (counted with a tier only).
+  struct TierStats {
+    int64_t saved = 0, restored = 0, misses = 0, hits = 0;  // hits: admitted prompts with a restored block
+  };
+  const TierStats& tier_stats() const { return tier_stats_; }
   const SchedulerOptions& options() const { return opt_; }
 
  private:
+  // A prefix block to copy back from the RAM tier: the index in its table.
+  struct Restore {
+    BlockKind kind;
+    int index, slot;
+    uint64_t key;
+  };
+  struct Reuse {
+    std::vector<Restore> restores;
+    bool missed = false;  // the lookup ended on a block neither the pool nor the tier has
+  };
   bool admit(Sequence& s);
-  void reuse_prefix(Sequence& s);
+  Reuse reuse_prefix(Sequence& s);
+  void restore(Sequence& s, const std::vector<Restore>& restores);
+  int allocate(BlockKind k);
   void schedule(Sequence& s, int count, Batch& batch);
   void take_full(Sequence& s, int positions);
   void take_sliding(Sequence& s, int first_position, int positions);
@@ -106,7 +135,10 @@ class Scheduler {
 
   SchedulerOptions opt_;
   BlockManager blocks_;
-  int window_blocks_;  // sliding blocks a sequence holds between steps, at most
+  TierIndex tier_;
+  TierStats tier_stats_;
+  std::vector<BlockCopy> copies_;  // of the step being built
+  int window_blocks_;              // sliding blocks a sequence holds between steps, at most
   std::map<int, Sequence> seqs_;
   std::vector<int> running_;  // admission order
   std::deque<int> waiting_;   // arrival order

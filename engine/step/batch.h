@@ -30,12 +30,24 @@ struct BatchEntry {
   int32_t sliding_at = 0, sliding_count = 0, sliding_block0 = 0;
 };
 
+// A block's pages copied between the KV pool and the rank's RAM tier of the
+// prompt cache (engine/step/ram_tier.h) before a step runs: every rank does
+// the step's copies, in order, on its own share, so the tiers of all ranks
+// hold the same keys in the same slots.
+struct BlockCopy {
+  int32_t sliding = 0;  // the block's kind: 0 full-attention, 1 sliding-window
+  int32_t block = 0;    // its id in the pool
+  int32_t slot = 0;     // its slot in the tier
+  int32_t to_tier = 0;  // 1: pool -> tier (the block is about to be reused); 0: tier -> pool
+};
+
 struct Batch {
   std::vector<int32_t> tokens;
   std::vector<BatchEntry> entries;
   std::vector<int32_t> blocks;
+  std::vector<BlockCopy> copies;  // done before the step, in order
 
-  void clear() { tokens.clear(), entries.clear(), blocks.clear(); }
+  void clear() { tokens.clear(), entries.clear(), blocks.clear(), copies.clear(); }
   int token_count() const { return static_cast<int>(tokens.size()); }
   int logit_rows() const {
     int rows = 0;

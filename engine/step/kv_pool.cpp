@@ -1,6 +1,7 @@
 #include "engine/step/kv_pool.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/log.h"
 
@@ -36,7 +37,7 @@ KvPool::KvPool(const ModelConfig& c, const Shard& s, KvType type, int full_block
       memory_(block_bytes(c, s, type, false) * full_blocks + block_bytes(c, s, type, true) * sliding_blocks) {
   int64_t pages = 0;
   for (int64_t l = s.share.layers.begin; l < s.share.layers.end; ++l) {
-    place_[l].first_page = pages;
+    place_[l].first_page = pages, place_[l].sliding = c.is_sliding_layer(l);
     pages += c.is_sliding_layer(l) ? sliding_blocks : full_blocks;
   }
 }
@@ -55,6 +56,22 @@ void KvPool::store(int layer, int block, int lane, const float* k, const float* 
              " beyond what it keeps (+-", kv_type_limit(type_),
              ") stored as that, not as inf; --kv-type f32 keeps them (said once)");
   }
+}
+
+void KvPool::copy_out(bool sliding, int block, uint8_t* to) const {
+  for (size_t l = 0; l < place_.size(); ++l)
+    if (place_[l].first_page >= 0 && place_[l].sliding == sliding) {
+      std::memcpy(to, page(static_cast<int>(l), block), page_bytes_);
+      to += page_bytes_;
+    }
+}
+
+void KvPool::copy_in(bool sliding, int block, const uint8_t* from) {
+  for (size_t l = 0; l < place_.size(); ++l)
+    if (place_[l].first_page >= 0 && place_[l].sliding == sliding) {
+      std::memcpy(page(static_cast<int>(l), block), from, page_bytes_);
+      from += page_bytes_;
+    }
 }
 
 void KvPool::attend_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,

@@ -81,6 +81,12 @@ class KvPool {
   // the first time a pool does so it says so on stderr.
   void store(int layer, int block, int lane, const float* k, const float* v);
 
+  // One block's pages in all the shard's layers of its kind, packed in layer
+  // order (block_bytes of them): out to the prompt cache's RAM tier before
+  // the block is reused, and back in when a prefix returns.
+  void copy_out(bool sliding, int block, uint8_t* to) const;
+  void copy_in(bool sliding, int block, const uint8_t* from);
+
   // The attention state (kernels/attention_state.h) of query heads h in
   // [0, heads) (q [heads][head_dim]), which share kv head g, over positions
   // [first, last] of layer `layer`, whose blocks are table[b - block0] for
@@ -102,6 +108,7 @@ class KvPool {
 
   struct Place {
     int64_t first_page = -1;  // of the layer's pages in memory_; -1: not the shard's
+    bool sliding = false;
   };
   KvType type_ = KvType::f32;
   int kv_heads_ = 0, hd_ = 0, full_blocks_ = 0, sliding_blocks_ = 0;

@@ -1,0 +1,33 @@
+#include "engine/step/ram_tier.h"
+
+#include "runtime/error.h"
+
+namespace tps {
+
+RamTier::RamTier(uint64_t full_block_bytes, uint64_t sliding_block_bytes, int full_slots, int sliding_slots)
+    : block_bytes_{full_block_bytes, sliding_block_bytes} {
+  slots_[0].resize(full_slots), slots_[1].resize(sliding_slots);
+}
+
+void RamTier::apply(std::span<const BlockCopy> copies, KvPool& kv) {
+  for (const BlockCopy& c : copies) {
+    std::vector<std::unique_ptr<uint8_t[]>>& slots = slots_[c.sliding ? 1 : 0];
+    if (c.slot < 0 || static_cast<size_t>(c.slot) >= slots.size())
+      throw Error(cat("a step's cache copy names slot ", c.slot, " of ", slots.size()));
+    std::unique_ptr<uint8_t[]>& slot = slots[c.slot];
+    if (c.to_tier) {
+      if (!slot) {
+        // Not value-initialized: the copy is the first write, so only the
+        // pages of slots in use are ever touched.
+        slot.reset(new uint8_t[block_bytes_[c.sliding ? 1 : 0]]);
+        bytes_ += block_bytes_[c.sliding ? 1 : 0];
+      }
+      kv.copy_out(c.sliding != 0, c.block, slot.get());
+    } else {
+      if (!slot) throw Error(cat("a step's cache copy reads slot ", c.slot, ", which was never written"));
+      kv.copy_in(c.sliding != 0, c.block, slot.get());
+    }
+  }
+}
+
+}  // namespace tps
