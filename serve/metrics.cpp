@@ -60,7 +60,10 @@ std::string Metrics::prometheus() const {
     out += cat("# HELP tps_", name, " ", help, "\n# TYPE tps_", name, " ", type, "\n");
     out += value;
   };
-  auto one = [](const char* name, double v) { return cat("tps_", name, " ", v, "\n"); };
+  // A metric of one unlabelled sample.
+  auto single = [&](const char* name, const char* type, const char* help, double v) {
+    metric(name, type, help, cat("tps_", name, " ", v, "\n"));
+  };
   std::string requests;
   {
     std::lock_guard<std::mutex> lock(m_);
@@ -68,60 +71,55 @@ std::string Metrics::prometheus() const {
       requests += cat("tps_requests_total{endpoint=\"", key.first, "\",status=\"", key.second, "\"} ", n, "\n");
   }
   metric("requests_total", "counter", "HTTP requests answered, by endpoint and status.", requests);
-  metric("prompt_tokens_total", "counter", "Prompt tokens of the requests served.",
-         one("prompt_tokens_total", static_cast<double>(prompt_tokens_)));
-  metric("prompt_tokens_cached_total", "counter", "Prompt tokens taken from the prefix cache.",
-         one("prompt_tokens_cached_total", static_cast<double>(cached_tokens_)));
-  metric("generated_tokens_total", "counter", "Tokens generated.",
-         one("generated_tokens_total", static_cast<double>(generated_tokens_)));
-  metric("steps_total", "counter", "Forward steps run.", one("steps_total", static_cast<double>(steps_)));
-  metric("step_tokens_total", "counter", "Tokens the forward steps carried.",
-         one("step_tokens_total", static_cast<double>(step_tokens_)));
-  metric("requests_waiting", "gauge", "Requests waiting for a place (queue depth).", one("requests_waiting", waiting_));
-  metric("requests_running", "gauge", "Sequences running.", one("requests_running", running_));
-  metric("kv_blocks_used", "gauge", "KV pool blocks (full-attention layers) held by running sequences.",
-         one("kv_blocks_used", kv_held_));
-  metric("kv_blocks_cached", "gauge", "KV pool blocks kept for prefix reuse and held by no sequence.",
-         one("kv_blocks_cached", kv_cached_));
-  metric("kv_blocks_total", "gauge", "KV pool blocks (full-attention layers).", one("kv_blocks_total", kv_total_));
+  single("prompt_tokens_total", "counter", "Prompt tokens of the requests served.",
+         static_cast<double>(prompt_tokens_));
+  single("prompt_tokens_cached_total", "counter", "Prompt tokens taken from the prefix cache.",
+         static_cast<double>(cached_tokens_));
+  single("generated_tokens_total", "counter", "Tokens generated.", static_cast<double>(generated_tokens_));
+  single("steps_total", "counter", "Forward steps run.", static_cast<double>(steps_));
+  single("step_tokens_total", "counter", "Tokens the forward steps carried.", static_cast<double>(step_tokens_));
+  single("requests_waiting", "gauge", "Requests waiting for a place (queue depth).", waiting_);
+  single("requests_running", "gauge", "Sequences running.", running_);
+  single("kv_blocks_used", "gauge", "KV pool blocks (full-attention layers) held by running sequences.", kv_held_);
+  single("kv_blocks_cached", "gauge", "KV pool blocks kept for prefix reuse and held by no sequence.", kv_cached_);
+  single("kv_blocks_total", "gauge", "KV pool blocks (full-attention layers).", kv_total_);
   const PromptCacheStats cache = prompt_cache();
-  metric("cache_ram_blocks_total", "gauge",
+  single("cache_ram_blocks_total", "gauge",
          "Full-attention blocks the prefix cache's RAM tier (--cache-ram) holds at most.",
-         one("cache_ram_blocks_total", static_cast<double>(cache.full_blocks)));
-  metric("cache_ram_blocks_used", "gauge", "Full-attention blocks in the prefix cache's RAM tier.",
-         one("cache_ram_blocks_used", static_cast<double>(cache.full_used)));
-  metric("cache_ram_bytes", "gauge", "Bytes the RAM tier has allocated on rank 0.",
-         one("cache_ram_bytes", static_cast<double>(cache.bytes)));
-  metric("cache_ram_max_bytes", "gauge", "Bytes the RAM tier may take on rank 0 (within --cache-ram).",
-         one("cache_ram_max_bytes", static_cast<double>(cache.max_bytes)));
-  metric("cache_ram_saved_blocks_total", "counter", "KV blocks saved to the RAM tier as the pool reused them.",
-         one("cache_ram_saved_blocks_total", static_cast<double>(cache.saved)));
-  metric("cache_ram_restored_blocks_total", "counter", "KV blocks copied back from the RAM tier.",
-         one("cache_ram_restored_blocks_total", static_cast<double>(cache.restored)));
-  metric("cache_ram_evicted_blocks_total", "counter", "KV blocks the RAM tier let go for newer ones.",
-         one("cache_ram_evicted_blocks_total", static_cast<double>(cache.evicted)));
-  metric("cache_ram_hits_total", "counter", "Prompts that got blocks back from the RAM tier.",
-         one("cache_ram_hits_total", static_cast<double>(cache.hits)));
-  metric("cache_ram_misses_total", "counter",
+         static_cast<double>(cache.full_blocks));
+  single("cache_ram_blocks_used", "gauge", "Full-attention blocks in the prefix cache's RAM tier.",
+         static_cast<double>(cache.full_used));
+  single("cache_ram_bytes", "gauge", "Bytes the RAM tier has allocated on rank 0.", static_cast<double>(cache.bytes));
+  single("cache_ram_max_bytes", "gauge", "Bytes the RAM tier may take on rank 0 (within --cache-ram).",
+         static_cast<double>(cache.max_bytes));
+  single("cache_ram_saved_blocks_total", "counter", "KV blocks saved to the RAM tier as the pool reused them.",
+         static_cast<double>(cache.saved));
+  single("cache_ram_restored_blocks_total", "counter", "KV blocks copied back from the RAM tier.",
+         static_cast<double>(cache.restored));
+  single("cache_ram_evicted_blocks_total", "counter", "KV blocks the RAM tier let go for newer ones.",
+         static_cast<double>(cache.evicted));
+  single("cache_ram_hits_total", "counter", "Prompts that got blocks back from the RAM tier.",
+         static_cast<double>(cache.hits));
+  single("cache_ram_misses_total", "counter",
          "Prompts whose prefix lookup ended on a block in neither the pool nor the RAM tier.",
-         one("cache_ram_misses_total", static_cast<double>(cache.misses)));
+         static_cast<double>(cache.misses));
   ResponseStoreStats store;
   {
     std::lock_guard<std::mutex> lock(m_);
     store = store_;
   }
-  metric("responses_stored", "gauge", "Responses the Responses API holds for GET and previous_response_id.",
-         one("responses_stored", static_cast<double>(store.count)));
-  metric("responses_stored_bytes", "gauge", "Bytes of the stored responses (their JSON and token ids).",
-         one("responses_stored_bytes", static_cast<double>(store.bytes)));
-  metric("responses_hits_total", "counter", "Follow-ups whose previous_response_id was stored.",
-         one("responses_hits_total", static_cast<double>(store.hits)));
-  metric("responses_misses_total", "counter", "Follow-ups whose previous_response_id was not (a 404).",
-         one("responses_misses_total", static_cast<double>(store.misses)));
-  metric("responses_evictions_total", "counter", "Stored responses let go for --responses-max or --responses-mib.",
-         one("responses_evictions_total", static_cast<double>(store.evictions)));
-  metric("generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.",
-         one("generated_tokens_per_second", tokens_per_second()));
+  single("responses_stored", "gauge", "Responses the Responses API holds for GET and previous_response_id.",
+         static_cast<double>(store.count));
+  single("responses_stored_bytes", "gauge", "Bytes of the stored responses (their JSON and token ids).",
+         static_cast<double>(store.bytes));
+  single("responses_hits_total", "counter", "Follow-ups whose previous_response_id was stored.",
+         static_cast<double>(store.hits));
+  single("responses_misses_total", "counter", "Follow-ups whose previous_response_id was not (a 404).",
+         static_cast<double>(store.misses));
+  single("responses_evictions_total", "counter", "Stored responses let go for --responses-max or --responses-mib.",
+         static_cast<double>(store.evictions));
+  single("generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.",
+         tokens_per_second());
   return out;
 }
 
