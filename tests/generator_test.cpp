@@ -63,6 +63,44 @@ std::vector<Step> alone(const Model& m, ThreadPool& pool, const std::vector<int3
   return out;
 }
 
+// Runs prompts through the generator in rounds, each added when the one
+// before is done; what each drew, and the prompt tokens each took from the
+// cache and, of those, restored from the RAM tier.
+struct Rounds {
+  std::vector<std::vector<Step>> steps;
+  std::vector<int> reused, restored;
+};
+
+Rounds in_rounds(Generator& gen, const std::vector<std::vector<std::vector<int32_t>>>& rounds, int n) {
+  Rounds r;
+  std::map<int, int> index;
+  SequenceParams params;
+  params.sampler.temperature = 0, params.max_new_tokens = n, params.top_logprobs = 5;
+  size_t next = 0;
+  Generator::Events ev;
+  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
+    const int i = index.at(seq);
+    if (r.steps[i].empty())
+      r.reused[i] = gen.scheduler().sequence(seq).reused, r.restored[i] = gen.scheduler().sequence(seq).restored;
+    r.steps[i].push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
+    EXPECT_EQ(end, static_cast<int>(r.steps[i].size()) < n ? SequenceEnd::none : SequenceEnd::length);
+    return true;
+  };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [&](bool idle) {
+    if (!idle) return true;
+    if (next == rounds.size()) return false;
+    for (const auto& p : rounds[next]) {
+      index[gen.add(p, params)] = static_cast<int>(r.steps.size());
+      r.steps.emplace_back(), r.reused.push_back(0), r.restored.push_back(0);
+    }
+    ++next;
+    return true;
+  };
+  gen.run(ev);
+  return r;
+}
+
 // Runs prompts through the generator; `later` prompts are added when the
 // ones before are done (so they can reuse their prefixes).
 std::vector<std::vector<Step>> together(const Model& m, ThreadPool& pool, const GeneratorOptions& o,
@@ -71,33 +109,9 @@ std::vector<std::vector<Step>> together(const Model& m, ThreadPool& pool, const 
                                         std::vector<int>* reused = nullptr) {
   Exchange solo;
   Generator gen(m, pool, solo, o);
-  std::map<int, int> index;  // sequence -> prompt number
-  std::vector<std::vector<Step>> out(first.size() + later.size());
-  SequenceParams params;
-  params.sampler.temperature = 0;
-  params.max_new_tokens = n;
-  params.top_logprobs = 5;
-  for (const auto& p : first) index[gen.add(p, params)] = static_cast<int>(index.size());
-  bool added_later = false;
-  Generator::Events ev;
-  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
-    std::vector<Step>& steps = out[index.at(seq)];
-    if (steps.empty() && reused) reused->push_back(gen.scheduler().sequence(seq).reused);
-    steps.push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
-    EXPECT_EQ(end, static_cast<int>(steps.size()) < n ? SequenceEnd::none : SequenceEnd::length);
-    return true;
-  };
-  ev.waiting = [](int, const std::string&) {};
-  ev.between_steps = [&](bool idle) {
-    if (idle && !added_later && !later.empty()) {
-      for (const auto& p : later) index[gen.add(p, params)] = static_cast<int>(index.size());
-      added_later = true;
-      return true;
-    }
-    return !idle;
-  };
-  gen.run(ev);
-  return out;
+  Rounds r = in_rounds(gen, {first, later}, n);
+  if (reused) *reused = r.reused;
+  return std::move(r.steps);
 }
 
 void expect_batched_as_alone(const std::string& preset) {
@@ -172,43 +186,6 @@ TEST(Generator, AReusedPrefixGivesTheSameTokensAndLogprobs) {
   EXPECT_EQ(reused, (std::vector<int>{0, 0, 0}));
   for (size_t i = 0; i < with.size(); ++i)
     for (size_t s = 0; s < with[i].size(); ++s) EXPECT_TRUE(with[i][s] == without[i][s]) << i << " " << s;
-}
-
-// Runs prompts through the generator in rounds, each added when the one
-// before is done; what each drew, and the prompt tokens each took from the
-// cache and, of those, restored from the RAM tier.
-struct Rounds {
-  std::vector<std::vector<Step>> steps;
-  std::vector<int> reused, restored;
-};
-
-Rounds in_rounds(Generator& gen, const std::vector<std::vector<std::vector<int32_t>>>& rounds, int n) {
-  Rounds r;
-  std::map<int, int> index;
-  SequenceParams params;
-  params.sampler.temperature = 0, params.max_new_tokens = n, params.top_logprobs = 5;
-  size_t next = 0;
-  Generator::Events ev;
-  ev.token = [&](int seq, const Pick& p, SequenceEnd) {
-    const int i = index.at(seq);
-    if (r.steps[i].empty())
-      r.reused[i] = gen.scheduler().sequence(seq).reused, r.restored[i] = gen.scheduler().sequence(seq).restored;
-    r.steps[i].push_back({p.id, std::vector<TokenLogprob>(p.top, p.top + p.n_top)});
-    return true;
-  };
-  ev.waiting = [](int, const std::string&) {};
-  ev.between_steps = [&](bool idle) {
-    if (!idle) return true;
-    if (next == rounds.size()) return false;
-    for (const auto& p : rounds[next]) {
-      index[gen.add(p, params)] = static_cast<int>(r.steps.size());
-      r.steps.emplace_back(), r.reused.push_back(0), r.restored.push_back(0);
-    }
-    ++next;
-    return true;
-  };
-  gen.run(ev);
-  return r;
 }
 
 // The RAM tier of the prompt cache: a pool of 8 blocks that other prompts
