@@ -4,6 +4,7 @@
 // files people download are made, with llama.cpp's choice of type per tensor
 // and its own scales, without building llama.cpp.
 //   llama_quantize_ref IN.gguf OUT.gguf TYPE     (TYPE: Q4_K_M, Q2_K, IQ4_XS, ...)
+//   llama_quantize_ref --version   (this build: scripts/cached-model keys on it)
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <map>
 #include <string>
 
+#include "runtime/build_info.h"
 #include "tests/test_paths.h"
 
 namespace {
@@ -47,6 +49,10 @@ std::string library_path() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::printf("%s\n", tps::version_line("llama_quantize_ref").c_str());
+    return 0;
+  }
   if (argc != 4 || !kFileTypes.count(argv[3])) {
     std::fprintf(stderr, "usage: llama_quantize_ref IN.gguf OUT.gguf TYPE (TYPE: ");
     for (const auto& [name, id] : kFileTypes) std::fprintf(stderr, "%s ", name.c_str());
