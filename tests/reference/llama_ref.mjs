@@ -46,6 +46,17 @@
 //     token first. node-llama-cpp adds ~3 ms per decode call (the tiny model
 //     decodes at ~300 tokens/s), which is noise at real model sizes.
 //
+//   node llama_ref.mjs sweep MODEL.gguf --threads N --ctx C --chunk B
+//        --gen-tokens G [--batch N] [--flash-attn M] [--kv-type T]
+//     Speed against the KV cache's depth, as `tpsrun sweep` and llama.cpp's
+//     llama-sweep-bench measure it, in one context of C positions: at each
+//     depth (0, then after every chunk) G single-token evaluations of fixed
+//     ids (decode at that depth), then the next chunk of B fixed ids
+//     (prefill at that depth), until the next round would not fit. One JSON
+//     object, its "rows" in `tpsrun sweep --json`'s fields (n_kv, pp_tokens,
+//     pp_seconds, pp_tokens_per_s, tg_tokens, ...). Defaults: C 4096, B 512,
+//     G 16.
+//
 // Positional forms kept for existing callers (tests/llama_parity_test.cpp,
 // tests/CMakeLists.txt, bench/e2e):
 //   score MODEL.gguf IDS_FILE [TOP_K] [THREADS]
@@ -495,6 +506,50 @@ async function bench(modelPath, opts) {
   process.stdout.write(JSON.stringify(out) + "\n");
 }
 
+// ---------------------------------------------------------------- sweep
+
+async function sweep(modelPath, opts) {
+  const flashAttn = flashAttnOption(opts.flashAttn);
+  const llama = await openLlama(opts.verbose);
+  const model = await loadModel(llama, modelPath, { mmap: opts.mmap, flashAttn });
+  const ctx = opts.ctx ?? 4096, chunk = opts.chunk, gen = opts.genTokens;
+  if (chunk + gen > ctx) throw new Error(`--ctx ${ctx} cannot hold one --chunk ${chunk} and --gen-tokens ${gen}`);
+  const context = await createContext(model, {
+    contextSize: ctx, batchSize: opts.batch, threads: opts.threads, flashAttn, kvType: opts.kvType });
+  if (context.contextSize < ctx) throw new Error(`llama.cpp made a context of ${context.contextSize} tokens, not ${ctx}`);
+  const sequence = context.getSequence();
+  const ids = fixedPromptIds(ctx);
+  const ask = { generateNext: { token: true, options: { temperature: 0 } } };
+  const rows = [];
+  for (let at = 0; at + gen + chunk <= ctx;) {
+    const nKv = at;
+    const t0 = performance.now();
+    for (let i = 0; i < gen; ++i) await sequence.controlledEvaluate([[ids[at++], ask]]);
+    const tg = (performance.now() - t0) / 1000;
+    const items = ids.slice(at, at + chunk).map((id, i) => (i + 1 === chunk ? [id, ask] : id));
+    const t1 = performance.now();
+    await sequence.controlledEvaluate(items);
+    const pp = (performance.now() - t1) / 1000;
+    at += chunk;
+    rows.push({ n_kv: nKv, pp_tokens: chunk, pp_seconds: pp, pp_tokens_per_s: chunk / pp,
+                tg_tokens: gen, tg_seconds: tg, tg_tokens_per_s: gen / tg });
+    if (opts.verbose) process.stderr.write(JSON.stringify(rows.at(-1)) + "\n");
+  }
+  const out = {
+    engine: ENGINE,
+    node_llama_cpp_version: NLC_VERSION,
+    llama_cpp_release: llama.llamaCppRelease.release,
+    cpu: cpuModel(),
+    model: modelPath,
+    threads: opts.threads,
+    settings: settingsOf(context, flashAttn, opts.kvType),
+    rows,
+  };
+  await context.dispose();
+  await model.dispose();
+  process.stdout.write(JSON.stringify(out) + "\n");
+}
+
 // ---------------------------------------------------------------- command line
 
 const USAGE =
@@ -503,6 +558,8 @@ const USAGE =
   "                          [--flash-attn auto|on|off] [--kv-type f16|f32|q8_0] [--check-probs | --fast] [--no-mmap]\n" +
   "       node llama_ref.mjs bench MODEL.gguf --threads N --prompt-tokens P --gen-tokens G\n" +
   "                          [--prompt-ids FILE] [--repetitions R] [--batch N] [--flash-attn M] [--no-warmup]\n" +
+  "       node llama_ref.mjs sweep MODEL.gguf --threads N --ctx C --chunk B --gen-tokens G [--batch N]\n" +
+  "                          [--flash-attn M] [--kv-type T]\n" +
   "       (also: score MODEL IDS_FILE [TOP_K] [THREADS]; bench MODEL PROMPT_TEXT_FILE THREADS GEN_TOKENS)";
 
 function positiveInt(name, value, { allowZero = false } = {}) {
@@ -535,6 +592,7 @@ function parseCommandLine(argv) {
         fast: { type: "boolean" },
         "no-mmap": { type: "boolean" },
         "prompt-tokens": { type: "string" },
+        chunk: { type: "string" },
         "gen-tokens": { type: "string" },
         "prompt-ids": { type: "string" },
         repetitions: { type: "string" },
@@ -585,6 +643,10 @@ function parseCommandLine(argv) {
     }
     opts.repetitions = positiveInt("--repetitions", v.repetitions) ?? 1;
     opts.warmup = !v["no-warmup"];
+  } else if (command === "sweep") {
+    if (p.length !== 1) fail("sweep takes one model file (--help prints the usage)");
+    opts.chunk = positiveInt("--chunk", v.chunk) ?? 512;
+    opts.genTokens = positiveInt("--gen-tokens", v["gen-tokens"]) ?? 16;
   } else {
     fail(`unknown command '${command}' (--help prints the usage)`);
   }
@@ -631,6 +693,7 @@ const { command, opts } = parseCommandLine(process.argv.slice(2));
 try {
   if (command === "check") await check(opts.model, opts);
   else if (command === "score") await score(opts.model, opts);
+  else if (command === "sweep") await sweep(opts.model, opts);
   else await bench(opts.model, opts);
   process.exit(0);  // node-llama-cpp can keep worker handles alive after dispose
 } catch (e) {
