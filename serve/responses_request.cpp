@@ -173,8 +173,11 @@ std::string read_effort(const json& body) {
   const auto it = body.find("reasoning");
   if (it == body.end() || it->is_null()) return "medium";
   if (!it->is_object()) throw bad_param("reasoning", "'reasoning' must be an object");
-  only_default(*it, "summary", nullptr, "reasoning.summary");
-  only_default(*it, "generate_summary", nullptr, "reasoning.generate_summary");
+  // gpt-oss writes no summaries: "auto" (Codex and other agents send it)
+  // leaves the choice to the server, which gives none; asking for a kind of
+  // summary is refused.
+  only_default(*it, "summary", "auto", "reasoning.summary");
+  only_default(*it, "generate_summary", "auto", "reasoning.generate_summary");
   const auto e = it->find("effort");
   if (e == it->end() || e->is_null()) return "medium";
   std::string effort = e->is_string() ? e->get<std::string>() : "";
@@ -247,6 +250,8 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
     const auto it = body.find(key);
     return it == body.end() || it->is_null() ? fallback : *it;
   };
+  const json reasoning = given("reasoning", json::object());
+  const json summary = reasoning.is_object() ? reasoning.value("summary", json()) : json();
   r.echo = {{"instructions", given("instructions", nullptr)},
             {"tools", given("tools", json::array())},
             {"tool_choice", given("tool_choice", "auto")},
@@ -254,7 +259,7 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
             {"top_p", r.sampler.top_p},
             {"max_output_tokens", given("max_output_tokens", nullptr)},
             {"parallel_tool_calls", parallel},
-            {"reasoning", {{"effort", effort}, {"summary", nullptr}}},
+            {"reasoning", {{"effort", effort}, {"summary", summary}}},
             {"text", {{"format", final.is_null() ? json{{"type", "text"}} : body["text"]["format"]}}},
             {"metadata", given("metadata", json::object())},
             {"store", r.store},
