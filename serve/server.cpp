@@ -105,6 +105,7 @@ void Server::listen() { port_ = http_->start(opt_.host, opt_.port); }
 
 void Server::ready(Generator& generator, const Tokenizer& tokenizer, const ApiLimits& limits, json status) {
   gen_ = &generator, tok_ = &tokenizer, limits_ = limits, status_ = std::move(status);
+  tokenizer.prepare_encoding();
   ready_ = true;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -266,6 +267,21 @@ TEST(Tokenizer, ATokensRankIsItsFirstMerge) {
   for (const char* s : {"ab", "bc", "abc", "cd"}) tokens.push_back(s);
   Tokenizer t = make_tokenizer(tokens, {}, {"a b", "b c", "a bc", "c d", "ab c"});
   EXPECT_EQ(t.encode("abcd"), (Ids{258, 'd'}));  // per-pair order would give "ab", "cd"
+}
+
+// Encoding's tables are made at the first encode (tokenizer.h): threads
+// that encode first together all wait for one making of them.
+TEST(Tokenizer, ThreadsThatEncodeFirstTogetherGetTheSameIds) {
+  const Vocab& v = testing::test_vocab();
+  const std::vector<std::string_view> tokens(v.tokens.begin(), v.tokens.end()),
+      merges(v.merges.begin(), v.merges.end());
+  const Tokenizer t(tokens, v.token_types, merges);
+  const std::string text = "The tokenizer's tables are built once, whoever asks first.";
+  std::vector<Ids> got(4);
+  std::vector<std::thread> threads;
+  for (Ids& ids : got) threads.emplace_back([&] { ids = t.encode(text); });
+  for (std::thread& th : threads) th.join();
+  for (const Ids& ids : got) EXPECT_EQ(ids, tok().encode(text));
 }
 
 TEST(Tokenizer, LongInputs) {

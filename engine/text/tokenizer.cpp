@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 #include <queue>
 
 #include "engine/gguf/gguf_reader.h"
@@ -43,9 +44,7 @@ std::string pcre2_message(int code) {
   return reinterpret_cast<const char*>(buffer);
 }
 
-}  // namespace
-
-struct Tokenizer::Regex {
+struct Regex {
   pcre2_code* code = nullptr;
   Regex() {
     int err = 0;
@@ -64,9 +63,33 @@ struct Tokenizer::Regex {
   ~Regex() { pcre2_code_free(code); }
 };
 
+// A run of strings in one allocation: copies of the views the constructor
+// was given, for the first encode.
+struct StringRun {
+  std::string bytes;
+  std::vector<size_t> ends;
+  void push(std::string_view s) { bytes.append(s), ends.push_back(bytes.size()); }
+  size_t size() const { return ends.size(); }
+  std::string_view operator[](size_t i) const {
+    const size_t begin = i == 0 ? 0 : ends[i - 1];
+    return std::string_view(bytes).substr(begin, ends[i] - begin);
+  }
+};
+
+}  // namespace
+
+struct Tokenizer::Encoder {
+  std::once_flag made;
+  StringRun token_text;                  // the ordinary tokens' vocabulary text ...
+  std::vector<int32_t> token_id;         // ... and their ids
+  StringRun merge_text;                  // every merge, "A B", in order
+  FlatTable<uint64_t, Merge> merges{0};  // (left << 32 | right) -> merge
+  std::unique_ptr<Regex> regex;
+};
+
 Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const int32_t> types,
                      std::span<const std::string_view> merges)
-    : id_of_bytes_(tokens.size()), merges_(merges.size()), regex_(std::make_unique<Regex>()) {
+    : id_of_bytes_(tokens.size()), encoder_(std::make_unique<Encoder>()) {
   const size_t n = tokens.size();
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
     throw InputError(cat("tokenizer: ", n, " tokens is more than 32-bit ids can number"));
@@ -75,8 +98,6 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
                          " tokens (tokenizer.ggml.token_type must have one per token)"));
   bytes_.resize(n);
   control_.assign(n, 0);
-  // Vocabulary text -> id of the ordinary tokens: merges name their pieces so.
-  FlatTable<std::string_view, int32_t> id_of_text(n);
   for (size_t i = 0; i < n; ++i) {
     const int32_t id = static_cast<int32_t>(i);
     const int32_t type = types.empty() ? kTypeNormal : types[i];
@@ -95,7 +116,8 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
     // Unknown, unused and byte tokens decode, but encoding never makes them.
     if (type == kTypeNormal) {
       id_of_bytes_.insert(bytes_[i], id);
-      id_of_text.insert(tokens[i], id);
+      encoder_->token_text.push(tokens[i]);
+      encoder_->token_id.push_back(id);
     }
   }
   for (const auto& [text, id] : special_) {
@@ -113,25 +135,42 @@ Tokenizer::Tokenizer(std::span<const std::string_view> tokens, std::span<const i
     byte_token_[b] = *id;
   }
 
-  // A merge's priority is its token's rank: the index of the first merge
-  // that makes that token (see tokenizer.h).
-  std::vector<uint32_t> rank_of_token(n, kNoMerge);
-  std::string joined;
+  // The merges are checked now and made into a table at the first encode.
   for (size_t r = 0; r < merges.size(); ++r) {
-    const std::string_view m = merges[r];
-    const size_t space = m.find(' ');  // byte-level text has no spaces ("Ġ" is the space byte)
-    if (space == std::string_view::npos)
+    if (merges[r].find(' ') == std::string_view::npos)  // byte-level text has no spaces ("Ġ" is the space byte)
       throw InputError(cat("tokenizer.ggml.merges[", r, "] has no space (expected \"A B\")"));
-    const std::string_view left_text = m.substr(0, space), right_text = m.substr(space + 1);
-    const int32_t *left = id_of_text.find(left_text), *right = id_of_text.find(right_text);
-    joined.assign(left_text).append(right_text);
-    const int32_t* result = id_of_text.find(joined);
-    // A merge whose pieces or product are not tokens can never apply.
-    if (!left || !right || !result) continue;
-    uint32_t& rank = rank_of_token[*result];
-    if (rank == kNoMerge) rank = static_cast<uint32_t>(r);
-    merges_.insert(pair_key(*left, *right), Merge{rank, *result});
+    encoder_->merge_text.push(merges[r]);
   }
+}
+
+const Tokenizer::Encoder& Tokenizer::encoder() const {
+  Encoder& e = *encoder_;
+  std::call_once(e.made, [&] {
+    e.regex = std::make_unique<Regex>();
+    // Vocabulary text -> id of the ordinary tokens: merges name their pieces so.
+    FlatTable<std::string_view, int32_t> id_of_text(e.token_id.size());
+    for (size_t i = 0; i < e.token_id.size(); ++i) id_of_text.insert(e.token_text[i], e.token_id[i]);
+    // A merge's priority is its token's rank: the index of the first merge
+    // that makes that token (see tokenizer.h).
+    e.merges = FlatTable<uint64_t, Merge>(e.merge_text.size());
+    std::vector<uint32_t> rank_of_token(bytes_.size(), kNoMerge);
+    std::string joined;
+    for (size_t r = 0; r < e.merge_text.size(); ++r) {
+      const std::string_view m = e.merge_text[r];
+      const size_t space = m.find(' ');
+      const std::string_view left_text = m.substr(0, space), right_text = m.substr(space + 1);
+      const int32_t *left = id_of_text.find(left_text), *right = id_of_text.find(right_text);
+      joined.assign(left_text).append(right_text);
+      const int32_t* result = id_of_text.find(joined);
+      // A merge whose pieces or product are not tokens can never apply.
+      if (!left || !right || !result) continue;
+      uint32_t& rank = rank_of_token[*result];
+      if (rank == kNoMerge) rank = static_cast<uint32_t>(r);
+      e.merges.insert(pair_key(*left, *right), Merge{rank, *result});
+    }
+    e.token_text = {}, e.merge_text = {}, e.token_id = {};  // made: the copies go
+  });
+  return e;
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -173,6 +212,7 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
     out.push_back(*id);  // the whole piece is a token (tiktoken looks this up first too)
     return;
   }
+  const FlatTable<uint64_t, Merge>& merges = encoder().merges;
   // Merge the adjacent pair of lowest rank until none applies; a heap of
   // candidate pairs keeps long pieces O(n log n). Parts form a linked list.
   struct Part {
@@ -193,7 +233,7 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
   auto consider = [&](int left) {
     if (left < 0 || parts[left].next < 0) return;
     const int right = parts[left].next;
-    if (const Merge* m = merges_.find(pair_key(parts[left].id, parts[right].id)))
+    if (const Merge* m = merges.find(pair_key(parts[left].id, parts[right].id)))
       heap.push({m->rank, left, parts[left].id, parts[right].id, m->result});
   };
   for (size_t i = 0; i + 1 < piece.size(); ++i) consider(static_cast<int>(i));
@@ -215,13 +255,14 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
 }
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+  const Regex& regex = *encoder().regex;
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
-      pcre2_match_data_create_from_pattern(regex_->code, nullptr), &pcre2_match_data_free);
+      pcre2_match_data_create_from_pattern(regex.code, nullptr), &pcre2_match_data_free);
   if (!md) throw Error("tokenizer: out of memory for PCRE2 match data");
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos < text.size()) {
-    const int rc = pcre2_match(regex_->code, subject, text.size(), pos, 0, md.get(), nullptr);
+    const int rc = pcre2_match(regex.code, subject, text.size(), pos, 0, md.get(), nullptr);
     size_t start = text.size(), end = text.size();  // no match: the rest is invalid UTF-8
     if (rc > 0) {
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
