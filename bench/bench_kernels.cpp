@@ -14,7 +14,9 @@
 // and, as matmul_fixed/..., the split-invariant fixed-point products the
 // attention output (2880x4096) and an expert's down projection (2880x2880)
 // are computed with, beside the same shapes as float sums,
-// and the attention of a decode step over 128, 1024 and 4096 cached positions.
+// and the attention of a decode step over 128 to 32768 cached positions,
+// and of 64 prefill tokens against 16384 and 32768 (attention/prefill/...:
+// tiles of 1, 4, 8 and 16 tokens that read the cache once).
 // Weights stream from memory as in decode: each iteration uses the next of
 // several copies of the matrix that together exceed 4x the L3, so no
 // iteration finds its weights in cache. Reported per benchmark: weight
@@ -27,6 +29,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -239,6 +242,77 @@ void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, 
   state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A prefill chunk's attention at depth in one layer of gpt-oss-20b: 64
+// query tokens (64 heads each) over the 8 KV heads' `positions` cached
+// positions, which every token sees whole (the diagonal, the tokens' own
+// positions, is left out: it is a token's own work either way), as the
+// forward pass's items: (tile of `tile` tokens, kv head, chunk), a tile's
+// keys and values read once for its tokens (KvPool::attend_tile_chunk), or
+// with tile 1 a token at a time (attend_chunk, the path before tiles); then
+// each (token, kv head)'s chunks merged in order. Reported: tokens/s, and
+// GB/s of the KV bytes the tokens attend to (each token's counted: what the
+// token-at-a-time path reads).
+void bm_prefill_tile(benchmark::State& state, Isa isa, KvType type, int positions, int tile, int threads) {
+  const KernelSet& kernels = kernel_set(isa);
+  constexpr int kTokens = 64, kHeads = 64, kKvHeads = 8, kDim = 64, kGroup = kHeads / kKvHeads;
+  ThreadPool& pool = ctx->pool(threads);
+  ModelConfig config;
+  config.n_layer = 1, config.n_head_kv = kKvHeads, config.head_dim = kDim, config.swa_pattern = 1;
+  Shard shard;
+  shard.share.layers = {0, 1}, shard.share.kv_heads = {0, kKvHeads};
+  KvPool cache(config, shard, type, blocks_for(positions), 0);
+  std::vector<int32_t> table(blocks_for(positions));
+  std::iota(table.begin(), table.end(), 0);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(kKvHeads * kDim), v(kKvHeads * kDim), q(kTokens * kHeads * kDim);
+  for (int p = 0; p < positions; ++p) {
+    for (float& x : k) x = normal(rng);
+    for (float& x : v) x = normal(rng);
+    cache.store(0, p / kKvBlock, p % kKvBlock, k.data(), v.data());
+  }
+  for (float& x : q) x = normal(rng);
+  const int chunks = attention_chunks(0, positions - 1), tiles = kTokens / tile;
+  const int64_t floats = attention_state_floats(kGroup, kDim);
+  std::vector<float> partials(int64_t{kTokens} * kKvHeads * chunks * floats), running(kTokens * kKvHeads * floats);
+  // State of token t, kv head g, chunk c.
+  auto partial = [&](int t, int g, int c) {
+    return attention_state(partials.data() + ((int64_t{t} * kKvHeads + g) * chunks + c) * floats, kGroup);
+  };
+  for (auto _ : state) {
+    std::atomic<int> next{0};
+    pool.run([&](int, int) {
+      for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tiles * kKvHeads * chunks;) {
+        const int t0 = i / (kKvHeads * chunks) * tile, g = i / chunks % kKvHeads, c = i % chunks;
+        const float* qs[64];
+        AttentionState states[64];
+        for (int j = 0; j < tile; ++j)
+          qs[j] = q.data() + (int64_t{t0 + j} * kHeads + g * kGroup) * kDim, states[j] = partial(t0 + j, g, c);
+        if (tile == 1)
+          cache.attend_chunk(kernels, 0, table, 0, qs[0], kGroup, g, chunk_first(0, c), chunk_last(0, positions - 1, c),
+                             0.125f, states[0]);
+        else
+          cache.attend_tile_chunk(kernels, 0, table, 0, qs, tile, kGroup, g, chunk_first(0, c),
+                                  chunk_last(0, positions - 1, c), 0.125f, states);
+      }
+    });
+    pool.run([&](int th, int nt) {
+      auto [begin, end] = ThreadPool::split(kTokens * kKvHeads, th, nt);
+      for (int64_t r = begin; r < end; ++r) {
+        const AttentionState all = attention_state(running.data() + r * floats, kGroup);
+        clear_attention_state(all, kGroup, kDim);
+        for (int c = 0; c < chunks; ++c)
+          merge_attention_state(partial(static_cast<int>(r / kKvHeads), static_cast<int>(r % kKvHeads), c), all, kGroup,
+                                kDim);
+      }
+    });
+    benchmark::DoNotOptimize(running.data());
+  }
+  const double bytes = static_cast<double>(KvPool::block_bytes(config, shard, type, false)) / kKvBlock * positions;
+  state.counters["tokens/s"] = benchmark::Counter(double{kTokens} * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(bytes * kTokens * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 // Pins this thread (and so the pools' threads, which inherit it) to the PUs
 // of the first NUMA node with usable cores, the node measure_bandwidth
 // reports first; memory is then first touched there. Returns its usable
@@ -310,6 +384,17 @@ int main(int argc, char** argv) {
                                          bm_attention, isa, KvType(t), positions, threads)
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
+    for (Isa isa : supported_isas())
+      for (int t = 0; t < kKvTypeCount; ++t)
+        for (int positions : {16384, 32768})
+          for (int tile : {1, 4, 8, 16})
+            for (int threads : thread_counts)
+              benchmark::RegisterBenchmark(cat("attention/prefill/", isa_name(isa), "/", kv_type_name(KvType(t)),
+                                               "/positions:", positions, "/tile:", tile, "/threads:", threads)
+                                               .c_str(),
+                                           bm_prefill_tile, isa, KvType(t), positions, tile, threads)
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMillisecond);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
   } catch (const std::exception& e) {

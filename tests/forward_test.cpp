@@ -156,6 +156,29 @@ TEST(Forward, SameLogitsForAnyThreadCountAndBatchSize) {
   }
 }
 
+// Prefill at depth: the tokens of a tile take the chunks of positions they
+// all see whole together (ForwardPass::attend, KernelSet::attend_tile); for
+// every KV type, a prompt past 2 chunks (600 positions) in steps of 93 (tiles
+// cut short at each step's end) on 2 threads gives, at the end of each half,
+// the logits of its tokens run one at a time on one thread, to the bit.
+TEST(Forward, TiledPrefillGivesTheBitsOfTokenByToken) {
+  const std::vector<int32_t> ids = prompt(600);
+  const std::span<const int32_t> halves[] = {std::span(ids).first(300), std::span(ids).subspan(300)};
+  for (int t = 0; t < kKvTypeCount; ++t) {
+    SessionOptions o;
+    o.kv_type = static_cast<KvType>(t), o.context = 600, o.step_tokens = 1;
+    Engine one(model_path("tiny"), 1, o, supported_isas().back());
+    o.step_tokens = 93;
+    Engine tiled(model_path("tiny"), 2, o, supported_isas().back());
+    for (std::span<const int32_t> half : halves) {
+      std::vector<float> want, got;
+      one.session.forward(half, false, want);
+      tiled.session.forward(half, false, got);
+      EXPECT_EQ(got, want) << kv_type_name(o.kv_type) << " at position " << one.session.position();
+    }
+  }
+}
+
 TEST(Forward, ContextLimitIsAClearError) {
   SessionOptions o;
   o.context = 20;

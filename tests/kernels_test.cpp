@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/matmul.h"
@@ -391,6 +393,63 @@ TEST(Kernels, SwigluOfEveryIsaMatchesTheScalarReference) {
             << "n=" << n << " i=" << i << " gate=" << gate[i] + gate_bias[i] << " isa=" << isa_name(isa);
     }
   }
+}
+
+// A prefill tile's attention kernel gives each token's heads the bits
+// attend_block gives that token alone, for every type and instruction set:
+// heads of 64 and of an odd size (a tail past the last 8 dimensions), tiles
+// of 1..9 tokens (rows not a multiple of 4), runs of a whole key block and
+// of a few lanes inside one, into cleared states and then into states of
+// earlier positions (the rescale of the old values).
+TEST(Kernels, AttendTileIsAttendBlockForEachToken) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const int heads = 3;
+  for (Isa isa : supported_isas())
+    for (int t = 0; t < kKvTypeCount; ++t)
+      for (int hd : {64, 45}) {
+        const KvType type = static_cast<KvType>(t);
+        const int64_t floats = attention_state_floats(heads, hd);
+        // Two key blocks and their value rows.
+        std::vector<uint8_t> keys(2 * kv_key_block_bytes(type, hd)), rows(2 * kKeyBlock * kv_value_bytes(type, hd));
+        std::vector<float> x(hd);
+        for (int b = 0; b < 2; ++b)
+          for (int lane = 0; lane < kKeyBlock; ++lane) {
+            for (float& f : x) f = normal(rng);
+            store_keys(type, keys.data() + b * kv_key_block_bytes(type, hd), hd, lane, x.data());
+            for (float& f : x) f = normal(rng);
+            store_values(type, rows.data() + (b * kKeyBlock + lane) * kv_value_bytes(type, hd), hd, x.data());
+          }
+        for (int tokens : {1, 2, 5, 9})
+          for (auto [first, count] : {std::pair{0, 16}, std::pair{3, 9}, std::pair{15, 1}}) {
+            std::vector<float> q(tokens * heads * hd), tiled(tokens * floats), alone(tokens * floats);
+            for (float& f : q) f = normal(rng);
+            std::vector<const float*> qs(tokens);
+            std::vector<AttentionState> tile_states(tokens);
+            for (int k = 0; k < tokens; ++k) {
+              qs[k] = q.data() + k * heads * hd;
+              tile_states[k] = attention_state(tiled.data() + k * floats, heads);
+              clear_attention_state(tile_states[k], heads, hd);
+              clear_attention_state(attention_state(alone.data() + k * floats, heads), heads, hd);
+            }
+            const KernelSet& ks = kernel_set(isa);
+            for (int b = 0; b < 2; ++b) {
+              const uint8_t* kb = keys.data() + b * kv_key_block_bytes(type, hd);
+              const uint8_t* v[kKeyBlock];
+              for (int j = 0; j < count; ++j)
+                v[j] = rows.data() + (b * kKeyBlock + first + j) * kv_value_bytes(type, hd);
+              ks.attend_tile[t](qs.data(), tokens, heads, hd, kb, v, 0.125f, first, count, tile_states.data());
+              for (int k = 0; k < tokens; ++k) {
+                const AttentionState s = attention_state(alone.data() + k * floats, heads);
+                ks.attend_block[t](qs[k], heads, hd, kb, v, 0.125f, first, count, s.max, s.sum, s.acc);
+              }
+            }
+            for (int64_t i = 0; i < tokens * floats; ++i)
+              ASSERT_EQ(tiled[i], alone[i])
+                  << isa_name(isa) << " " << kv_type_name(type) << " head_dim " << hd << " tokens " << tokens
+                  << " lanes " << first << "+" << count << " float " << i;
+          }
+      }
 }
 
 TEST(Kernels, MatmulRowsFillsOnlyItsRowsAtTheStride) {

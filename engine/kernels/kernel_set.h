@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/gguf/quant_blocks.h"
+#include "engine/kernels/attention_state.h"
 #include "engine/kernels/kv_format.h"
 #include "engine/kernels/packed_rows.h"
 
@@ -97,6 +98,14 @@ struct KernelSet {
   using AttendBlock = void (*)(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
                                float scale, int first, int count, float* max, float* sum, float* acc);
   std::array<AttendBlock, kKvTypeCount> attend_block;
+  // attend_block for each of `tokens` queries q[t] ([heads][head_dim]) into
+  // states[t], with each row's arithmetic attend_block's for its token alone
+  // (the same bits), but the key block and its values read and widened once
+  // for all of them: prefill's tiles of tokens that all see a chunk
+  // (engine/step/forward.cpp). The scalar set calls attend_block per token.
+  using AttendTile = void (*)(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* kb,
+                              const uint8_t* const* v, float scale, int first, int count, const AttentionState* states);
+  std::array<AttendTile, kKvTypeCount> attend_tile;
 };
 
 // The kernels of one instruction set (compiled in; the CPU must support it).

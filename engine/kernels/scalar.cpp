@@ -232,6 +232,14 @@ void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, co
   }
 }
 
+// The reference for a tile: attend_block for each token alone.
+template <KvType T>
+void attend_tile(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
+                 float scale, int first, int count, const AttentionState* states) {
+  for (int t = 0; t < tokens; ++t)
+    attend_block<T>(q[t], heads, head_dim, kb, v, scale, first, count, states[t].max, states[t].sum, states[t].acc);
+}
+
 }  // namespace
 
 const KernelSet kScalarKernels{Isa::scalar,
@@ -242,6 +250,8 @@ const KernelSet kScalarKernels{Isa::scalar,
                                bf16,
                                swiglu,
                                {attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>,
-                                attend_block<KvType::q8_0>, attend_block<KvType::q4_0>}};
+                                attend_block<KvType::q8_0>, attend_block<KvType::q4_0>},
+                               {attend_tile<KvType::f32>, attend_tile<KvType::f16>, attend_tile<KvType::bf16>,
+                                attend_tile<KvType::q8_0>, attend_tile<KvType::q4_0>}};
 
 }  // namespace tps

@@ -810,12 +810,45 @@ inline __m256 load_values(const uint8_t* v, int i) {
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
 }
 
-// H heads' scores of a key block's 16 lanes, unscaled, into s[h][16]: 2H
-// chains of multiply-adds over the dimensions, enough (8 for H = 4) to hide
-// their latency. Quantized codes by blocks of 32 dimensions, each block's
-// sums times its scales (as the scalar kernel).
-template <KvType T, int H>
-void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]) {
+// A key block as the cache holds it: dimension i's 16 lanes widened (the
+// codes, for the quantized types), and block b of 32 dimensions' scales.
+template <KvType T>
+struct CacheKeys {
+  const uint8_t* kb;
+  int head_dim;
+  void load(int i, __m256& k0, __m256& k1) const {
+    if constexpr (kv_quantized(T))
+      load_key_codes<T>(kb, i, k0, k1);
+    else
+      load_keys<T>(kb, i, k0, k1);
+  }
+  void scales(int b, __m256& d0, __m256& d1) const {
+    const uint8_t* p = kb + kv_key_code_bytes(T, head_dim) + 32 * b;
+    d0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    d1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+  }
+};
+
+// The same block widened once into floats, k[i][16] and scale[b][16], for a
+// tile's many query rows: the floats CacheKeys gives, so the same bits.
+struct WideKeys {
+  const float* k;
+  const float* scale;
+  void load(int i, __m256& k0, __m256& k1) const {
+    k0 = _mm256_loadu_ps(k + 16 * i), k1 = _mm256_loadu_ps(k + 16 * i + 8);
+  }
+  void scales(int b, __m256& d0, __m256& d1) const {
+    d0 = _mm256_loadu_ps(scale + 16 * b), d1 = _mm256_loadu_ps(scale + 16 * b + 8);
+  }
+};
+
+// H query rows' scores of a key block's 16 lanes, unscaled, into s[h][16]:
+// 2H chains of multiply-adds over the dimensions, enough (8 for H = 4) to
+// hide their latency. Quantized codes by blocks of 32 dimensions, each
+// block's sums times its scales (as the scalar kernel). A row's chains do
+// not depend on the others: its scores are the same bits in any group.
+template <KvType T, int H, typename Keys>
+void score_rows(const float* const* q, int head_dim, const Keys& keys, float (*s)[16]) {
   __m256 acc[H][2];
   for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
   if constexpr (kv_quantized(T)) {
@@ -824,17 +857,16 @@ void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]
       for (auto& a : part) a[0] = a[1] = _mm256_setzero_ps();
       for (int i = b * kKvScaleBlock; i < std::min(head_dim, (b + 1) * kKvScaleBlock); ++i) {
         __m256 k0, k1;
-        load_key_codes<T>(kb, i, k0, k1);
+        keys.load(i, k0, k1);
 #pragma GCC unroll 4
         for (int h = 0; h < H; ++h) {
-          const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
+          const __m256 qh = _mm256_broadcast_ss(q[h] + i);
           part[h][0] = _mm256_fmadd_ps(qh, k0, part[h][0]);
           part[h][1] = _mm256_fmadd_ps(qh, k1, part[h][1]);
         }
       }
-      const uint8_t* scales = kb + kv_key_code_bytes(T, head_dim) + 32 * b;
-      const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-      const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)));
+      __m256 d0, d1;
+      keys.scales(b, d0, d1);
       for (int h = 0; h < H; ++h) {
         acc[h][0] = _mm256_fmadd_ps(part[h][0], d0, acc[h][0]);
         acc[h][1] = _mm256_fmadd_ps(part[h][1], d1, acc[h][1]);
@@ -843,10 +875,10 @@ void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]
   } else {
     for (int i = 0; i < head_dim; ++i) {
       __m256 k0, k1;
-      load_keys<T>(kb, i, k0, k1);
+      keys.load(i, k0, k1);
 #pragma GCC unroll 4
       for (int h = 0; h < H; ++h) {
-        const __m256 qh = _mm256_broadcast_ss(q + h * head_dim + i);
+        const __m256 qh = _mm256_broadcast_ss(q[h] + i);
         acc[h][0] = _mm256_fmadd_ps(qh, k0, acc[h][0]);
         acc[h][1] = _mm256_fmadd_ps(qh, k1, acc[h][1]);
       }
@@ -855,14 +887,68 @@ void score_heads(const float* q, int head_dim, const uint8_t* kb, float (*s)[16]
   for (int h = 0; h < H; ++h) _mm256_storeu_ps(s[h], acc[h][0]), _mm256_storeu_ps(s[h] + 8, acc[h][1]);
 }
 
+// `rows` query rows' scores, up to 4 at a time (row r's in s[r % 4]), each
+// group handed to step(r, s[k]) as it is scored.
+template <KvType T, typename Keys, typename Row, typename Step>
+void score_in_fours(int rows, int head_dim, const Keys& keys, Row row, Step step) {
+  float s[4][16];
+  for (int r = 0; r < rows;) {
+    const int take = std::min(4, rows - r);
+    const float* q[4];
+    for (int k = 0; k < take; ++k) q[k] = row(r + k);
+    switch (take) {
+      case 4: score_rows<T, 4>(q, head_dim, keys, s); break;
+      case 3: score_rows<T, 3>(q, head_dim, keys, s); break;
+      case 2: score_rows<T, 2>(q, head_dim, keys, s); break;
+      default: score_rows<T, 1>(q, head_dim, keys, s); break;
+    }
+    for (int k = 0; k < take; ++k, ++r) step(r, s[k]);
+  }
+}
+
+// The value rows v[0..count) of a key block's run as the cache holds them:
+// dimensions [i, i + 8) of row j widened (the codes, for the quantized
+// types), block b of 32 dimensions' scale, and one element.
+template <KvType T>
+struct CacheValues {
+  const uint8_t* const* v;
+  int head_dim;
+  __m256 load(int j, int i) const {
+    if constexpr (kv_quantized(T))
+      return value_codes<T>(v[j], i);
+    else
+      return load_values<T>(v[j], i);
+  }
+  float scale(int j, int b) const {
+    uint16_t h;
+    std::memcpy(&h, v[j] + kv_value_code_bytes(T, head_dim) + 2 * b, 2);
+    return half(h);
+  }
+  float at(int j, int i) const { return value_at(T, v[j], head_dim, i); }
+};
+
+// The same rows widened once into floats (rows of `stride`, the dimensions
+// past the last multiple of 8 left to the cache): the floats CacheValues
+// gives, so the same bits.
+template <KvType T>
+struct WideValues {
+  const float* rows;
+  const float* scales;  // [count][blocks]
+  int stride, blocks;
+  CacheValues<T> cache;
+  __m256 load(int j, int i) const { return _mm256_loadu_ps(rows + int64_t{j} * stride + i); }
+  float scale(int j, int b) const { return scales[j * blocks + b]; }
+  float at(int j, int i) const { return cache.at(j, i); }
+};
+
 // Dimensions [i0, i0 + 8V) of one head's weighted values: the state's
 // times `old` (unless 1), plus w[j] x v[j] for j < n in position order, in
 // V chains (8 for a head of 64); for the quantized types (w[j] x scale) x
 // code, not the scalar set's w[j] x (scale x code): within 2e-5 of it in
 // the tests. i0 a multiple of 32 when V > 4 (the dimensions in whole
 // blocks of 32), else of 8 (within one block).
-template <KvType T, int V>
-void add_value_dims(const float* w, float old, const uint8_t* const* v, int n, int head_dim, int i0, float* acc) {
+template <KvType T, int V, typename Values>
+void add_value_dims(const float* w, float old, const Values& v, int n, int i0, float* acc) {
   __m256 a[V];
   const __m256 o = _mm256_set1_ps(old);
   for (int r = 0; r < V; ++r) {
@@ -874,21 +960,15 @@ void add_value_dims(const float* w, float old, const uint8_t* const* v, int n, i
       // The weight times each 32 dimensions' scale once, then the codes
       // widened only: a multiply per 32 dimensions, not per 8.
       constexpr int kBlocks = (8 * V + kKvScaleBlock - 1) / kKvScaleBlock;
-      const uint8_t* scales = v[j] + kv_value_code_bytes(T, head_dim) + 2 * (i0 / kKvScaleBlock);
       __m256 ws[kBlocks];
 #pragma GCC unroll 2
-      for (int b = 0; b < kBlocks; ++b) {
-        uint16_t h;
-        std::memcpy(&h, scales + 2 * b, 2);
-        ws[b] = _mm256_set1_ps(w[j] * half(h));
-      }
+      for (int b = 0; b < kBlocks; ++b) ws[b] = _mm256_set1_ps(w[j] * v.scale(j, i0 / kKvScaleBlock + b));
 #pragma GCC unroll 8
-      for (int r = 0; r < V; ++r)
-        a[r] = _mm256_fmadd_ps(ws[8 * r / kKvScaleBlock], value_codes<T>(v[j], i0 + 8 * r), a[r]);
+      for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(ws[8 * r / kKvScaleBlock], v.load(j, i0 + 8 * r), a[r]);
     } else {
       const __m256 wj = _mm256_broadcast_ss(w + j);
 #pragma GCC unroll 8
-      for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(wj, load_values<T>(v[j], i0 + 8 * r), a[r]);
+      for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(wj, v.load(j, i0 + 8 * r), a[r]);
     }
   }
   for (int r = 0; r < V; ++r) _mm256_storeu_ps(acc + i0 + 8 * r, a[r]);
@@ -897,9 +977,9 @@ void add_value_dims(const float* w, float old, const uint8_t* const* v, int n, i
 // One head's step of the online softmax over lanes [first, first + count)
 // of its 16 unscaled scores s: the new max, the weights e^(score - max)
 // (exp256; lanes outside the run 0), the state's sum and values rescaled.
-template <KvType T>
-void attend_head(float* s, int head_dim, const uint8_t* const* v, float scale, int first, int count, float& max,
-                 float& sum, float* acc) {
+template <KvType T, typename Values>
+void attend_head(float* s, int head_dim, const Values& v, float scale, int first, int count, float& max, float& sum,
+                 float* acc) {
   const __m256 inside0 = _mm256_castsi256_ps(
       _mm256_and_si256(_mm256_castps_si256(lane_mask(first + count)),
                        _mm256_xor_si256(_mm256_castps_si256(lane_mask(first)), _mm256_set1_epi32(-1))));
@@ -920,11 +1000,11 @@ void attend_head(float* s, int head_dim, const uint8_t* const* v, float scale, i
   float w[16];
   _mm256_storeu_ps(w, w0), _mm256_storeu_ps(w + 8, w1);
   int i = 0;
-  for (; i + 64 <= head_dim; i += 64) add_value_dims<T, 8>(w + first, old, v, count, head_dim, i, acc);
-  for (; i + 8 <= head_dim; i += 8) add_value_dims<T, 1>(w + first, old, v, count, head_dim, i, acc);
+  for (; i + 64 <= head_dim; i += 64) add_value_dims<T, 8>(w + first, old, v, count, i, acc);
+  for (; i + 8 <= head_dim; i += 8) add_value_dims<T, 1>(w + first, old, v, count, i, acc);
   for (; i < head_dim; ++i) {
     float a = acc[i] * old;
-    for (int j = 0; j < count; ++j) a += w[first + j] * value_at(T, v[j], head_dim, i);
+    for (int j = 0; j < count; ++j) a += w[first + j] * v.at(j, i);
     acc[i] = a;
   }
 }
@@ -934,23 +1014,82 @@ void attend_head(float* s, int head_dim, const uint8_t* const* v, float scale, i
 template <KvType T>
 void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v, float scale,
                   int first, int count, float* max, float* sum, float* acc) {
-  float s[4][16];
-  for (int h = 0; h < heads;) {
-    const int take = std::min(4, heads - h);
-    switch (take) {
-      case 4: score_heads<T, 4>(q + h * head_dim, head_dim, kb, s); break;
-      case 3: score_heads<T, 3>(q + h * head_dim, head_dim, kb, s); break;
-      case 2: score_heads<T, 2>(q + h * head_dim, head_dim, kb, s); break;
-      default: score_heads<T, 1>(q + h * head_dim, head_dim, kb, s); break;
-    }
-    for (int k = 0; k < take; ++k, ++h)
-      attend_head<T>(s[k], head_dim, v, scale, first, count, max[h], sum[h], acc + int64_t{h} * head_dim);
+  const CacheValues<T> values{v, head_dim};
+  score_in_fours<T>(
+      heads, head_dim, CacheKeys<T>{kb, head_dim}, [&](int h) { return q + h * head_dim; },
+      [&](int h, float* s) {
+        attend_head<T>(s, head_dim, values, scale, first, count, max[h], sum[h], acc + int64_t{h} * head_dim);
+      });
+}
+
+// The widest head a tile widens its key block for (the buffers' size, on the
+// stack); wider ones take attend_block a token at a time.
+constexpr int kWideDims = 256;
+
+// A key block's keys widened (kernels/kv_format.h): k[i][16], and for the
+// quantized types scale[b][16] of each 32 dimensions.
+template <KvType T>
+void widen_keys(const uint8_t* kb, int head_dim, float* k, float* scale) {
+  const CacheKeys<T> keys{kb, head_dim};
+  for (int i = 0; i < head_dim; ++i) {
+    __m256 k0, k1;
+    keys.load(i, k0, k1);
+    _mm256_storeu_ps(k + 16 * i, k0), _mm256_storeu_ps(k + 16 * i + 8, k1);
   }
+  if constexpr (kv_quantized(T))
+    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
+      __m256 d0, d1;
+      keys.scales(b, d0, d1);
+      _mm256_storeu_ps(scale + 16 * b, d0), _mm256_storeu_ps(scale + 16 * b + 8, d1);
+    }
+}
+
+// The value rows' whole groups of 8 dimensions widened into rows of
+// `stride`, and for the quantized types each row's scales [blocks].
+template <KvType T>
+void widen_values(const CacheValues<T>& v, int count, int stride, int blocks, float* rows, float* scales) {
+  for (int j = 0; j < count; ++j) {
+    for (int i = 0; i + 8 <= v.head_dim; i += 8) _mm256_storeu_ps(rows + int64_t{j} * stride + i, v.load(j, i));
+    if constexpr (kv_quantized(T))
+      for (int b = 0; b < blocks; ++b) scales[j * blocks + b] = v.scale(j, b);
+  }
+}
+
+// attend_block for each of `tokens` queries q[t] with states[t], a key
+// block widened once for all of them: its keys, then its values, are read
+// and widened once, and the tokens' heads scored 4 rows at a time from
+// the floats. Each row's arithmetic is attend_block's for its token alone.
+template <KvType T>
+void attend_tile(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
+                 float scale, int first, int count, const AttentionState* states) {
+  if (head_dim > kWideDims) {
+    for (int t = 0; t < tokens; ++t)
+      attend_block<T>(q[t], heads, head_dim, kb, v, scale, first, count, states[t].max, states[t].sum, states[t].acc);
+    return;
+  }
+  constexpr int kBlocks = kWideDims / kKvScaleBlock;
+  float k[kKeyBlock * kWideDims], k_scale[kKeyBlock * kBlocks], rows[kKeyBlock * kWideDims],
+      row_scales[kKeyBlock * kBlocks];
+  const int blocks = (head_dim + kKvScaleBlock - 1) / kKvScaleBlock;
+  const CacheValues<T> cache{v, head_dim};
+  widen_keys<T>(kb, head_dim, k, k_scale);
+  widen_values<T>(cache, count, head_dim, blocks, rows, row_scales);
+  const WideValues<T> values{rows, row_scales, head_dim, blocks, cache};
+  score_in_fours<T>(
+      tokens * heads, head_dim, WideKeys{k, k_scale}, [&](int r) { return q[r / heads] + (r % heads) * head_dim; },
+      [&](int r, float* s) {
+        const AttentionState& st = states[r / heads];
+        const int h = r % heads;
+        attend_head<T>(s, head_dim, values, scale, first, count, st.max[h], st.sum[h], st.acc + int64_t{h} * head_dim);
+      });
 }
 
 // The attention kernels by KvType.
 constexpr std::array<KernelSet::AttendBlock, kKvTypeCount> kAttendBlock = {
     attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>, attend_block<KvType::q8_0>,
     attend_block<KvType::q4_0>};
+constexpr std::array<KernelSet::AttendTile, kKvTypeCount> kAttendTile = {
+    attend_tile<KvType::f32>, attend_tile<KvType::f16>, attend_tile<KvType::bf16>, attend_tile<KvType::q8_0>,
+    attend_tile<KvType::q4_0>};
 
 }  // namespace

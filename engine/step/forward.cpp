@@ -1,8 +1,8 @@
 #include "engine/step/forward.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
-#include <numeric>
 
 #include "engine/kernels/attention_state.h"
 #include "engine/kernels/layer_math.h"
@@ -42,11 +42,11 @@ ForwardPass::ForwardPass(const Model& m, const ForwardOptions& o, ThreadPool& po
     const LayerWeights& L = w_.layers[l];
     dense_bytes_ += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.router);
   }
-  token_entry_.resize(B), token_pos_.resize(B), attention_order_.resize(B);
+  token_entry_.resize(B), token_pos_.resize(B), tiles_.reserve(B);
   x_.resize(B * d), xn_.resize(B * d), q_.resize(B * q), k_.resize(B * kv), v_.resize(B * kv);
   attn_.resize(B * q), proj_.resize(B * d);
   xq_.resize(static_cast<int>(B), std::max<int64_t>(d, q));
-  items_.resize(kAttentionRound);
+  items_.resize(kAttentionRound), merges_.resize(kAttentionRound);
   partials_.resize(kAttentionRound * attention_state_floats(static_cast<int>(c.n_head / c.n_head_kv), c.head_dim));
   running_max_.resize(B * n_head_), running_sum_.resize(B * n_head_);
 }
@@ -55,8 +55,8 @@ uint64_t ForwardPass::buffer_bytes(const ModelConfig& c, const Shard& shard, con
   // The constructor's buffers, one term each, in its order.
   const uint64_t B = std::max(o.step_tokens, 1), d = c.n_embd, kv_heads = shard.share.kv_heads.size();
   const uint64_t q = kv_heads * (c.n_head / c.n_head_kv) * c.head_dim, kv = kv_heads * c.head_dim;
-  const uint64_t ints = 3 * B, floats = 2 * B * d + 2 * B * q + 2 * B * kv, fixed = B * d;
-  const uint64_t items = 4 * kAttentionRound;
+  const uint64_t ints = 4 * B, floats = 2 * B * d + 2 * B * q + 2 * B * kv, fixed = B * d;
+  const uint64_t items = 8 * kAttentionRound;
   const uint64_t partials =
       kAttentionRound * attention_state_floats(static_cast<int>(c.n_head / c.n_head_kv), static_cast<int>(c.head_dim));
   const uint64_t running = 2 * B * (q / std::max<uint64_t>(c.head_dim, 1));
@@ -84,12 +84,16 @@ void ForwardPass::run(const Batch& batch, KvPool& kv, float* logits) {
       token_entry_[en.first + i] = static_cast<int>(e), token_pos_[en.first + i] = en.pos + i;
   }
   // Attention's work grows with the positions a token sees: the costliest
-  // tokens go out first and the cheap ones even out the end (a fixed split
+  // tiles go out first and the cheap ones even out the end (a fixed split
   // gave one thread a prompt's late tokens: its attention ran barely faster
   // on 2 threads than on 1).
-  std::iota(attention_order_.begin(), attention_order_.begin() + n, 0);
-  std::stable_sort(attention_order_.begin(), attention_order_.begin() + n,
-                   [&](int a, int b) { return token_pos_[a] > token_pos_[b]; });
+  tiles_.clear();
+  for (const BatchEntry& e : batch.entries)
+    for (int i = 0; i < e.count; i += kPrefillTile)
+      tiles_.push_back({e.first + i, std::min(kPrefillTile, e.count - i)});
+  std::stable_sort(tiles_.begin(), tiles_.end(), [&](const Tile& a, const Tile& b) {
+    return token_pos_[a.t + a.tokens - 1] > token_pos_[b.t + b.tokens - 1];
+  });
 
   Stopwatch clock;
   if (shard_.first_stage()) {
@@ -135,24 +139,35 @@ AttentionState ForwardPass::running_state(int t, int g) {
 // Scaled dot-product attention with a sink per head, over (token, kv head,
 // chunk) items (kv_pool.h: chunks of a fixed number of positions), each
 // with the query heads that share the kv head, so that one long sequence
-// keeps every thread busy. The items go in rounds in the order tokens,
-// kv heads, chunks, so every (token, kv head)'s chunks merge in chunk order.
+// keeps every thread busy. A tile's tokens that all see a chunk whole take
+// it as one item (the chunk read once for all of them); each token's other
+// chunks follow, so every (token, kv head)'s chunks merge in chunk order:
+// the bits of the token alone, whatever the tiles.
 void ForwardPass::attend(int layer, const Batch& batch, const KvPool& kv) {
   const int n = batch.token_count(), group = static_cast<int>(c_.n_head / c_.n_head_kv), kv_heads = n_head_ / group;
   const bool sliding = c_.is_sliding_layer(layer);
   const int window = static_cast<int>(c_.sliding_window);
   for (int t = 0; t < n; ++t)
     for (int g = 0; g < kv_heads; ++g) clear_attention_state(running_state(t, g), group, static_cast<int>(c_.head_dim));
-  int items = 0;
-  for (int o = 0; o < n; ++o) {
-    const int t = attention_order_[o], p = token_pos_[t], first = first_visible(p, window, sliding);
+  round_items_ = round_states_ = 0;
+  for (const Tile& tile : tiles_) {
+    // Chunks [0, shared) end at or before the tile's first position and
+    // start at the same first visible position for all its tokens.
+    const int p0 = token_pos_[tile.t], f = first_visible(p0, window, sliding);
+    const bool same_first = first_visible(p0 + tile.tokens - 1, window, sliding) == f;
+    const int shared =
+        tile.tokens > 1 && same_first ? std::max(0, (p0 + 1) / kAttentionChunk - f / kAttentionChunk) : 0;
     for (int g = 0; g < kv_heads; ++g)
-      for (int c = 0; c < attention_chunks(first, p); ++c) {
-        items_[items++] = {t, g, chunk_first(first, c), chunk_last(first, p, c)};
-        if (items == kAttentionRound) attend_round(layer, batch, kv, items), items = 0;
-      }
+      for (int c = 0; c < shared; ++c)
+        add_item(layer, batch, kv, tile.t, tile.tokens, g, chunk_first(f, c), chunk_last(f, p0, c));
+    for (int t = tile.t; t < tile.t + tile.tokens; ++t) {
+      const int p = token_pos_[t], first = first_visible(p, window, sliding);
+      for (int g = 0; g < kv_heads; ++g)
+        for (int c = shared; c < attention_chunks(first, p); ++c)
+          add_item(layer, batch, kv, t, 1, g, chunk_first(first, c), chunk_last(first, p, c));
+    }
   }
-  if (items > 0) attend_round(layer, batch, kv, items);
+  if (round_items_ > 0) attend_round(layer, batch, kv);
   const float* sinks = w_.layers[layer].sinks;
   for (int t = 0; t < n; ++t)
     for (int g = 0; g < kv_heads; ++g) {
@@ -161,36 +176,60 @@ void ForwardPass::attend(int layer, const Batch& batch, const KvPool& kv) {
     }
 }
 
-void ForwardPass::attend_round(int layer, const Batch& batch, const KvPool& kv, int items) {
+void ForwardPass::add_item(int layer, const Batch& batch, const KvPool& kv, int t, int tokens, int g, int first,
+                           int last) {
+  if (round_states_ + tokens > kAttentionRound) attend_round(layer, batch, kv);
+  const int kv_heads = n_head_ / static_cast<int>(c_.n_head / c_.n_head_kv);
+  items_[round_items_++] = {t, tokens, g, first, last, round_states_};
+  for (int k = 0; k < tokens; ++k) merges_[round_states_ + k] = {(t + k) * kv_heads + g, round_states_ + k};
+  round_states_ += tokens;
+}
+
+void ForwardPass::attend_round(int layer, const Batch& batch, const KvPool& kv) {
   const int group = static_cast<int>(c_.n_head / c_.n_head_kv), hd = static_cast<int>(c_.head_dim);
   const int64_t state_floats = attention_state_floats(group, hd);
   const bool sliding = c_.is_sliding_layer(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ThreadPool::Chunks chunks(items, 1, pool_.size());
+  // An item at a time: a tile's cost kPrefillTile of a token's, too uneven
+  // for ThreadPool::Chunks' shrinking runs.
+  std::atomic<int> next{0};
+  pool_.run([&](int, int) {
+    for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < round_items_;) {
+      const AttentionItem& it = items_[i];
+      const BatchEntry& e = batch.entries[token_entry_[it.t]];
+      const float* q[kPrefillTile];
+      AttentionState states[kPrefillTile];
+      for (int k = 0; k < it.tokens; ++k) {
+        q[k] = q_.data() + int64_t{it.t + k} * q_w_ + int64_t{it.g} * group * hd;
+        states[k] = attention_state(partials_.data() + (it.state + k) * state_floats, group);
+      }
+      const std::span<const int32_t> table = sliding ? batch.sliding_table(e) : batch.full_table(e);
+      const int block0 = sliding ? e.sliding_block0 : 0;
+      if (it.tokens == 1)
+        kv.attend_chunk(kernels_, layer, table, block0, q[0], group, it.g, it.first, it.last, scale, states[0]);
+      else
+        kv.attend_tile_chunk(kernels_, layer, table, block0, q, it.tokens, group, it.g, it.first, it.last, scale,
+                             states);
+    }
+  });
+  // Each (token, kv head)'s states merge in the order they were added, by
+  // one thread.
+  std::stable_sort(merges_.begin(), merges_.begin() + round_states_,
+                   [](const Merge& a, const Merge& b) { return a.key < b.key; });
+  std::vector<int> runs;
+  for (int i = 0; i < round_states_; ++i)
+    if (i == 0 || merges_[i].key != merges_[i - 1].key) runs.push_back(i);
+  runs.push_back(round_states_);
+  const int kv_heads = n_head_ / group;
+  ThreadPool::Chunks chunks(static_cast<int64_t>(runs.size()) - 1, 1, pool_.size());
   pool_.run([&](int, int) {
     for (int64_t begin, end; chunks.next(begin, end);)
-      for (int64_t i = begin; i < end; ++i) {
-        const AttentionItem& it = items_[i];
-        const BatchEntry& e = batch.entries[token_entry_[it.t]];
-        kv.attend_chunk(kernels_, layer, sliding ? batch.sliding_table(e) : batch.full_table(e),
-                        sliding ? e.sliding_block0 : 0, q_.data() + int64_t{it.t} * q_w_ + int64_t{it.g} * group * hd,
-                        group, it.g, it.first, it.last, scale,
-                        attention_state(partials_.data() + i * state_floats, group));
-      }
-  });
-  // Each (token, kv head)'s run of items merges in order, by one thread.
-  std::vector<int> runs;
-  for (int i = 0; i < items; ++i)
-    if (i == 0 || items_[i].t != items_[i - 1].t || items_[i].g != items_[i - 1].g) runs.push_back(i);
-  runs.push_back(items);
-  ThreadPool::Chunks merges(static_cast<int64_t>(runs.size()) - 1, 1, pool_.size());
-  pool_.run([&](int, int) {
-    for (int64_t begin, end; merges.next(begin, end);)
       for (int64_t r = begin; r < end; ++r)
         for (int i = runs[r]; i < runs[r + 1]; ++i)
-          merge_attention_state(attention_state(partials_.data() + i * state_floats, group),
-                                running_state(items_[i].t, items_[i].g), group, hd);
+          merge_attention_state(attention_state(partials_.data() + merges_[i].state * state_floats, group),
+                                running_state(merges_[i].key / kv_heads, merges_[i].key % kv_heads), group, hd);
   });
+  round_items_ = round_states_ = 0;
 }
 
 void ForwardPass::attention(int layer, const Batch& batch, KvPool& kv) {

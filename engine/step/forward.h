@@ -85,9 +85,12 @@ class ForwardPass {
   // attn_ = the attention of every token's query heads over its visible
   // positions (the q, k and v of the step stored).
   void attend(int layer, const Batch& batch, const KvPool& kv);
-  // One round's (token, kv head, chunk) items: each chunk's state into
-  // partials_, then each (token, kv head)'s merged into its running state.
-  void attend_round(int layer, const Batch& batch, const KvPool& kv, int items);
+  // One round's (tile or token, kv head, chunk) items: each chunk's states
+  // into partials_, then each (token, kv head)'s merged into its running
+  // state in the order they were added.
+  void attend_round(int layer, const Batch& batch, const KvPool& kv);
+  // Adds an item to the round, running the round first when it is full.
+  void add_item(int layer, const Batch& batch, const KvPool& kv, int t, int tokens, int g, int first, int last);
   AttentionState running_state(int t, int g);
   // The int8 form of x's n rows when q8, and the view the products take.
   Activations prepare(const float* x, int n, int64_t cols, bool q8);
@@ -107,23 +110,41 @@ class ForwardPass {
   uint64_t weight_bytes_read_ = 0;
   uint64_t dense_bytes_ = 0;  // the shard's attention and router matrices, all layers
 
-  // The step's tokens: each one's entry, position, and the order attention
-  // takes them in (most positions seen first).
-  std::vector<int> token_entry_, token_pos_, attention_order_;
+  // The step's tokens: each one's entry and position.
+  std::vector<int> token_entry_, token_pos_;
+  // Attention's tiles: runs of up to kPrefillTile consecutive tokens of one
+  // entry (consecutive positions), in the order attention takes them (most
+  // positions seen first). The chunks every token of a tile sees whole are
+  // read once for all of them (KvPool::attend_tile_chunk); the rest (the
+  // diagonal, a sliding window's edges) a token at a time. 16: of 4, 8 and
+  // 16 the fastest in bench_kernels' attention/prefill cases at 16k and 32k
+  // positions, every KV type, 1 and 2 threads (PERFORMANCE.md).
+  static constexpr int kPrefillTile = 16;
+  struct Tile {
+    int t, tokens;
+  };
+  std::vector<Tile> tiles_;
   // Activations, [step_tokens][width] f32; the attention output's fixed-point sums.
   std::vector<float> x_, xn_, q_, k_, v_, attn_;
   std::vector<int64_t> proj_;
   QuantizedActivations xq_;  // quantized input of the current product
   MoeBlock moe_;
-  // Attention's work in rounds of at most kAttentionRound (token, kv head,
-  // chunk) items: the round's items (token, kv head, first and last
-  // position), their chunks' states; each (token, query head)'s running
-  // max and sum (its weighted values in attn_).
+  // Attention's work in rounds of at most kAttentionRound chunk states:
+  // the round's items (tokens [t, t + tokens) of a tile, or one token; kv
+  // head; first and last position; their first state in partials_), their
+  // chunks' states; each (token, kv head)'s states in the order they merge;
+  // each (token, query head)'s running max and sum (its weighted values in
+  // attn_).
   struct AttentionItem {
-    int t, g, first, last;
+    int t, tokens, g, first, last, state;
+  };
+  struct Merge {
+    int key, state;  // key: token x kv heads + kv head
   };
   static constexpr int kAttentionRound = 1024;
   std::vector<AttentionItem> items_;
+  std::vector<Merge> merges_;
+  int round_items_ = 0, round_states_ = 0;
   std::vector<float> partials_, running_max_, running_sum_;
 };
 

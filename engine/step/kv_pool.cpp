@@ -74,10 +74,9 @@ void KvPool::copy_in(bool sliding, int block, const uint8_t* from) {
     }
 }
 
-void KvPool::attend_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
-                          int heads, int g, int first, int last, float scale, AttentionState state) const {
-  clear_attention_state(state, heads, hd_);
-  const KernelSet::AttendBlock attend_block = k.attend_block[static_cast<int>(type_)];
+template <typename Attend>
+void KvPool::each_block(int layer, std::span<const int32_t> table, int block0, int g, int first, int last,
+                        Attend attend) const {
   // A key block at a time, of which the visible positions take a run.
   for (int s = first; s <= last;) {
     const int lane = s % kKvBlock, take = std::min(kKvBlock - lane, last - s + 1);
@@ -85,10 +84,28 @@ void KvPool::attend_chunk(const KernelSet& k, int layer, std::span<const int32_t
     const uint8_t* values[kKvBlock];
     for (int j = 0; j < take; ++j)
       values[j] = page_at + kv_heads_ * key_block_bytes_ + ((lane + j) * kv_heads_ + g) * value_bytes_;
-    attend_block(q, heads, hd_, page_at + g * key_block_bytes_, values, scale, lane, take, state.max, state.sum,
-                 state.acc);
+    attend(page_at + g * key_block_bytes_, values, lane, take);
     s += take;
   }
+}
+
+void KvPool::attend_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
+                          int heads, int g, int first, int last, float scale, AttentionState state) const {
+  clear_attention_state(state, heads, hd_);
+  const KernelSet::AttendBlock attend_block = k.attend_block[static_cast<int>(type_)];
+  each_block(layer, table, block0, g, first, last, [&](const uint8_t* kb, const uint8_t* const* v, int lane, int take) {
+    attend_block(q, heads, hd_, kb, v, scale, lane, take, state.max, state.sum, state.acc);
+  });
+}
+
+void KvPool::attend_tile_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0,
+                               const float* const* q, int tokens, int heads, int g, int first, int last, float scale,
+                               const AttentionState* states) const {
+  for (int t = 0; t < tokens; ++t) clear_attention_state(states[t], heads, hd_);
+  const KernelSet::AttendTile attend_tile = k.attend_tile[static_cast<int>(type_)];
+  each_block(layer, table, block0, g, first, last, [&](const uint8_t* kb, const uint8_t* const* v, int lane, int take) {
+    attend_tile(q, tokens, heads, hd_, kb, v, scale, lane, take, states);
+  });
 }
 
 void KvPool::attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,

@@ -94,6 +94,13 @@ class KvPool {
   // time for every head, so each is read from memory once for all of them.
   void attend_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
                     int heads, int g, int first, int last, float scale, AttentionState state) const;
+  // attend_chunk for each of `tokens` queries q[t] into states[t] (the same
+  // bits), each key block and its values read and widened once for all of
+  // them (KernelSet::attend_tile): a prefill tile's tokens that all see
+  // [first, last] whole.
+  void attend_tile_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0,
+                         const float* const* q, int tokens, int heads, int g, int first, int last, float scale,
+                         const AttentionState* states) const;
   // out[h][head_dim] = the attention of those heads (sinks [heads]) over
   // [first, last]: its chunks' states (kAttentionChunk) merged in order and
   // finished, the bits of any split of the chunks between threads. scratch:
@@ -102,6 +109,11 @@ class KvPool {
               int g, int first, int last, float scale, const float* sinks, float* scratch, float* out) const;
 
  private:
+  // attend(key block, its value rows, first lane, lanes) for each key block
+  // of kv head g's positions [first, last], in order.
+  template <typename Attend>
+  void each_block(int layer, std::span<const int32_t> table, int block0, int g, int first, int last,
+                  Attend attend) const;
   uint8_t* page(int layer, int block) const {
     return memory_.data() + (place_[layer].first_page + static_cast<int64_t>(block)) * page_bytes_;
   }
