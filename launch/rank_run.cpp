@@ -108,8 +108,9 @@ void RankRun::log_kv_pool(const Generator& gen) const {
   if (gen.disk().on()) {
     const DiskTier::Stats& d = gen.disk().stats();
     log_info("prompt cache disk tier (--cache-dir ", gen.disk().dir(), "): ", d.files, " files (",
-             static_cast<int64_t>(d.bytes / 1e6), " MB) of rank 0's, ", d.loaded,
-             " blocks loaded into the RAM tier; written behind as blocks enter it, within --cache-ram's bytes");
+             static_cast<int64_t>(d.bytes / 1e6), " MB) of rank 0's, ", d.loaded, " blocks loaded into the RAM tier (",
+             static_cast<int64_t>(d.load_seconds * 1000),
+             " ms); written behind as blocks enter it, within --cache-ram's bytes");
   }
 }
 

@@ -208,11 +208,12 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
   logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());
   if (!o.cache_dir.empty() && s.tier_full_slots > 0) {
     const Shard& sh = m.shard;
+    const Clock::time_point t0 = Clock::now();
     disk_ = DiskTier(o.cache_dir,
                      DiskIdentity{model_identity(m.file, o.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank},
                      o.cache_ram_bytes, tier_.block_bytes(false), tier_.block_bytes(true));
     disk_asked_ = true;
-    load_disk_tier();
+    load_disk_tier(t0);
   }
 }
 
@@ -235,7 +236,7 @@ std::vector<uint8_t> on_every_rank(Exchange& ex, std::vector<uint8_t> mine) {
 // tier's slots are read into the same slots on every rank; those read on
 // every rank are then rank 0's TierIndex's, so a prefix that returns is a
 // RAM tier hit. A block some rank lacks stays out (its slot free).
-void Generator::load_disk_tier() {
+void Generator::load_disk_tier(Clock::time_point t0) {
   std::vector<DiskTier::Block> blocks = exchange_.rank() == 0 ? disk_.blocks() : std::vector<DiskTier::Block>();
   uint64_t n = blocks.size();
   if (exchange_.size() > 1) {
@@ -258,7 +259,7 @@ void Generator::load_disk_tier() {
   read = on_every_rank(exchange_, std::move(read));
   for (size_t i = n; i-- > 0;)  // oldest first: the newest end most recently used
     if (read[i]) {
-      disk_.count_loaded();
+      disk_.count_loaded(seconds_since(t0));
       if (exchange_.rank() == 0)
         scheduler_.adopt(blocks[i].sliding ? BlockKind::sliding : BlockKind::full, slot[i], blocks[i].key);
     }

@@ -28,6 +28,7 @@
 #include "engine/step/kv_pool.h"
 #include "engine/step/ram_tier.h"
 #include "engine/text/harmony.h"
+#include "runtime/clock.h"
 #include "runtime/exchange.h"
 #include "runtime/thread_pool.h"
 
@@ -140,7 +141,7 @@ class Generator {
   void run_pipeline_first(const Events& events);
   void run_pipeline_stage();
   void apply(const Plan& plan);
-  void load_disk_tier();
+  void load_disk_tier(Clock::time_point started);  // started: before the tier's files were checked
   void save_pool_to_disk();
   void copy_blocks(const std::vector<BlockCopy>& copies);
   Plan make_plan(bool stop);

@@ -67,6 +67,7 @@ class DiskTier {
   struct Stats {
     int64_t files = 0, bytes = 0;  // this rank's own files in the directory now
     int64_t loaded = 0;            // blocks loaded into the RAM tier at start
+    double load_seconds = 0;       // the start's check and load of the files, the ranks' exchanges included
     int64_t written = 0, write_failures = 0;
   };
 
@@ -84,7 +85,7 @@ class DiskTier {
   // Reads a block's payload (block bytes of its kind) into `to`, checked
   // again; false, with a warning, when the file no longer holds it.
   bool read(const Block& b, uint8_t* to);
-  void count_loaded() { ++stats_.loaded; }
+  void count_loaded(double seconds) { ++stats_.loaded, stats_.load_seconds = seconds; }
   // A block came back from the RAM tier: its file is the most recently
   // used (here and, by its time stamp, at the next start).
   void touch(const Block& b);
