@@ -125,7 +125,7 @@ std::string DiskTier::check(const std::string& path, const Block& b, uint8_t* to
   if (h.ranks != static_cast<uint32_t>(id_.ranks) || h.split != static_cast<uint32_t>(id_.split))
     return cat("written for ", h.ranks, " rank(s) split by ",
                h.split <= static_cast<uint32_t>(SplitMode::tensor) ? split_mode_name(static_cast<SplitMode>(h.split))
-                                                                    : cat("an unknown mode (", h.split, ")"),
+                                                                   : cat("an unknown mode (", h.split, ")"),
                ", this run has ", id_.ranks, " split by ", split_mode_name(id_.split));
   if (h.rank != static_cast<uint32_t>(id_.rank) || h.sliding != static_cast<uint32_t>(b.sliding) || h.key != b.key)
     return "its header names another rank, kind or key than its file name";
