@@ -105,6 +105,13 @@ void RankRun::log_kv_pool(const Generator& gen) const {
              so.tier_full_slots * kKvBlock, " positions) and ", so.tier_sliding_slots, " sliding-window blocks, ",
              static_cast<int64_t>(tier / 1e6), " MB at most on rank 0, allocated as blocks arrive");
   }
+  if (gen.disk().on()) {
+    const DiskTier::Stats& d = gen.disk().stats();
+    log_info("prompt cache disk tier (--cache-dir ", gen.disk().dir(), "): ", d.files, " files (",
+             static_cast<int64_t>(d.bytes / 1e6), " MB) of rank 0's, ", d.loaded, " blocks loaded into the RAM tier (",
+             static_cast<int64_t>(d.load_seconds * 1000),
+             " ms); written behind as blocks enter it, within --cache-ram's bytes");
+  }
 }
 
 SessionOptions RankRun::session_options(const RunOptions& o, int context) const {

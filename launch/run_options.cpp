@@ -141,6 +141,12 @@ GeneratorOptions generator_options(const RunOptions& o) {
   g.cache_ram_bytes = parse_cache_ram(o.cache_ram);
   if (g.cache_ram_bytes > 0 && !g.prefix_reuse)
     throw InputError(cat("--cache-ram ", o.cache_ram, " does nothing with --no-prefix-cache (it keeps prefixes)"));
+  if (!o.cache_dir.empty() && g.cache_ram_bytes == 0)
+    throw InputError(cat("--cache-dir ", o.cache_dir,
+                         " needs --cache-ram: the disk tier keeps what enters the RAM tier, within its cap, and "
+                         "loads it back into it at start"));
+  g.cache_dir = o.cache_dir;
+  g.weights_salt = o.quantize.spec;
   g.yarn_truncate = o.yarn_truncate;
   return g;
 }
@@ -180,6 +186,12 @@ RunFlags add_run_options(CLI::App& app, RunOptions& run) {
                  "CPU server the memory is the model's and the KV pool's unless you give some")
       ->type_name("MIB")
       ->capture_default_str()
+      ->group(run_group::prefix_cache);
+  app.add_option("--cache-dir", run.cache_dir,
+                 "a disk tier under the RAM tier (needs --cache-ram): blocks entering the RAM tier are also "
+                 "written to files here, up to --cache-ram's bytes per rank, and loaded back into it at the next "
+                 "start, so a restart recomputes nothing of a saved prefix")
+      ->type_name("DIR")
       ->group(run_group::prefix_cache);
   add_sampling_options(app, run);
   f.seed = app.get_option("--seed");

@@ -42,6 +42,7 @@ struct RunOptions {
   KvType kv_type = kDefaultKvType;  // its keys' and values' type (kernels/kv_format.h)
   bool no_prefix_cache = false;     // never reuse cached prompt prefixes
   std::string cache_ram = "0";      // the prompt cache's RAM tier per rank: MiB, or bytes with K/M/G; 0: none
+  std::string cache_dir;            // its disk tier's directory ("": none)
   std::string alias;                // serve: the model's id in the API (default: the file's name)
   std::string json_schema_file;     // generated text held to this JSON Schema (launch/output_format.h)
   std::string grammar_file;         // or to this GBNF grammar

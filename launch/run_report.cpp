@@ -36,6 +36,11 @@ nlohmann::json per_rank_json(const std::vector<RankStats>& ranks) {
                    {"weight_pages_on_node", x.on_node},
                    {"kv_bytes", x.kv_bytes},
                    {"cache_ram_bytes", x.cache_ram_bytes},
+                   {"cache_disk_files", x.cache_disk_files},
+                   {"cache_disk_bytes", x.cache_disk_bytes},
+                   {"cache_disk_loaded_blocks", x.cache_disk_loaded},
+                   {"cache_disk_written_blocks", x.cache_disk_written},
+                   {"cache_disk_write_failures", x.cache_disk_write_failures},
                    {"weight_bytes_read", x.bytes_read},
                    {"decode_weight_bytes_per_token", x.decode_bytes_per_token},
                    {"decode_exchange_seconds", x.exchange_seconds},
@@ -176,6 +181,7 @@ nlohmann::json logprob_json(const Pick& p) {
 
 std::vector<RankStats> gather_rank_stats(RankRun& r, const Generator& gen) {
   const Model& m = r.model;
+  const DiskTier::Stats& disk = gen.disk().stats();
   const RankStats mine{r.numa_node,
                        static_cast<double>(m.weights.memory.size()),
                        r.on_node,
@@ -186,6 +192,11 @@ std::vector<RankStats> gather_rank_stats(RankRun& r, const Generator& gen) {
                        static_cast<double>(gen.kv().bytes()),
                        static_cast<double>(gen.weight_bytes_read()),
                        static_cast<double>(gen.tier().bytes()),
+                       static_cast<double>(disk.files),
+                       static_cast<double>(disk.bytes),
+                       static_cast<double>(disk.loaded),
+                       static_cast<double>(disk.written),
+                       static_cast<double>(disk.write_failures),
                        gen.stats().decode};
   std::vector<RankStats> all(r.exchange.size());
   r.exchange.all_gather(&mine, all.data(), sizeof mine);

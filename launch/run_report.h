@@ -48,6 +48,8 @@ struct RankStats {
   int numa_node;
   double weight_bytes, on_node, decode_bytes_per_token, exchange_seconds, exchange_bytes, peak_rss_mib, kv_bytes,
       bytes_read, cache_ram_bytes;
+  // The disk tier's (--cache-dir) on this rank: own files and bytes now, blocks loaded at start, written, failed.
+  double cache_disk_files, cache_disk_bytes, cache_disk_loaded, cache_disk_written, cache_disk_write_failures;
   StepTimings decode;  // seconds by part of the forward pass in decode steps (Generator::Stats)
 };
 

@@ -103,6 +103,17 @@ std::string Metrics::prometheus() const {
   single("cache_ram_misses_total", "counter",
          "Prompts whose prefix lookup ended on a block in neither the pool nor the RAM tier.",
          static_cast<double>(cache.misses));
+  single("cache_disk_files", "gauge", "Rank 0's block files in the disk tier's directory (--cache-dir).",
+         static_cast<double>(cache.disk_files));
+  single("cache_disk_bytes", "gauge", "Bytes of rank 0's block files in the disk tier.",
+         static_cast<double>(cache.disk_bytes));
+  single("cache_disk_loaded_blocks", "gauge", "Blocks loaded from the disk tier into the RAM tier at start.",
+         static_cast<double>(cache.disk_loaded));
+  single("cache_disk_written_blocks_total", "counter", "Blocks written to the disk tier as they entered the RAM tier.",
+         static_cast<double>(cache.disk_written));
+  single("cache_disk_write_failures_total", "counter",
+         "Writes to the disk tier that failed (the first turns the disk tier off).",
+         static_cast<double>(cache.disk_write_failures));
   ResponseStoreStats store;
   {
     std::lock_guard<std::mutex> lock(m_);

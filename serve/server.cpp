@@ -182,6 +182,12 @@ void Server::route() {
                       {"evicted_blocks", c.evicted},
                       {"hits", c.hits},
                       {"misses", c.misses}};
+    j["cache_disk"] = {{"on", c.disk},
+                       {"files", c.disk_files},
+                       {"bytes", c.disk_bytes},
+                       {"loaded_blocks", c.disk_loaded},
+                       {"written_blocks", c.disk_written},
+                       {"write_failures", c.disk_write_failures}};
     const ResponseStoreStats r = responses_.stats();
     j["responses"] = {{"stored", r.count},        {"bytes", r.bytes}, {"max_stored", r.max_count},
                       {"max_bytes", r.max_bytes}, {"hits", r.hits},   {"misses", r.misses},
@@ -357,6 +363,7 @@ bool Server::between_steps(bool idle) {
     }
   }
   const Scheduler& s = gen_->scheduler();
+  const DiskTier::Stats& disk = gen_->disk().stats();
   metrics_.set_steps(gen_->stats().steps, gen_->stats().tokens);
   metrics_.set_load(s.waiting(), s.running(), s.blocks().held(BlockKind::full), s.blocks().cached_idle(BlockKind::full),
                     s.blocks().total(BlockKind::full));
@@ -369,7 +376,13 @@ bool Server::between_steps(bool idle) {
                                              .restored = s.tier_stats().restored,
                                              .evicted = s.tier().evictions(),
                                              .hits = s.tier_stats().hits,
-                                             .misses = s.tier_stats().misses});
+                                             .misses = s.tier_stats().misses,
+                                             .disk = gen_->disk().on(),
+                                             .disk_files = disk.files,
+                                             .disk_bytes = disk.bytes,
+                                             .disk_loaded = disk.loaded,
+                                             .disk_written = disk.written,
+                                             .disk_write_failures = disk.write_failures});
   if (stopping_ && live_.empty()) {
     std::lock_guard<std::mutex> lock(inbox_m_);
     if (inbox_.empty()) return false;

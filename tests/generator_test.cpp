@@ -10,11 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/sched/generator.h"
 #include "engine/step/session.h"
+#include "tests/temp_path.h"
 #include "tests/test_paths.h"
 
 namespace tps {
@@ -230,6 +233,83 @@ TEST(Generator, TheRamTierRestoresEvictedPrefixesToTheSameBits) {
     ASSERT_EQ(with.steps[i].size(), static_cast<size_t>(n)) << i;
     for (int s = 0; s < n; ++s) EXPECT_TRUE(with.steps[i][s] == without.steps[i][s]) << "prompt " << i << " step " << s;
   }
+}
+
+// The disk tier of the prompt cache: a first run (a pool of 8 blocks, which
+// two other prompts overflow) writes the system prompt's blocks behind as
+// they enter the RAM tier, and at its end those the pool still holds; a second Generator on the same directory -- a
+// restart -- loads them into its RAM tier and its first prompt with that
+// system prompt gets all three whole blocks back and computes only the rest
+// (no token of the saved prefix), with the bits of a run without any cache
+// (f32 cache).
+TEST(Generator, TheDiskTierRestoresASavedPrefixAfterARestart) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("small")), pool);
+  std::vector<int32_t> system = prompt(50, 9), a = system, d = system;
+  for (int32_t t : prompt(7, 10)) a.push_back(t);
+  for (int32_t t : prompt(5, 12)) d.push_back(t);
+  GeneratorOptions o;
+  o.max_sequences = 1, o.step_tokens = 64, o.context = 128, o.kv_type = KvType::f32;  // 8 full blocks
+  const uint64_t unit = kTierFullPerSliding * KvPool::block_bytes(m.config, m.shard, o.kv_type, false) +
+                        KvPool::block_bytes(m.config, m.shard, o.kv_type, true);
+  o.cache_ram_bytes = 4 * unit;  // 32 full blocks and 4 sliding ones
+  o.cache_dir = testing::temp_path("disk-restart");
+  std::filesystem::remove_all(o.cache_dir);
+  const int n = 16;
+  Exchange solo;
+  {
+    Generator first(m, pool, solo, o);
+    EXPECT_EQ(first.disk().stats().loaded, 0);
+    in_rounds(first, {{a}, {prompt(60, 20)}, {prompt(60, 21)}}, n);
+    // Both ways in: blocks the pool let go (through the RAM tier) and those
+    // it still held at the end of the run.
+    EXPECT_GT(first.scheduler().tier_stats().saved, 0);
+    EXPECT_GT(first.disk().stats().written, first.scheduler().tier_stats().saved);
+    EXPECT_TRUE(first.disk().warnings().empty());
+  }
+  Generator restarted(m, pool, solo, o);
+  EXPECT_TRUE(restarted.disk().warnings().empty());
+  EXPECT_GT(restarted.disk().stats().loaded, 3);
+  const Rounds got = in_rounds(restarted, {{d}}, n);
+  EXPECT_EQ(got.reused[0], 48);
+  EXPECT_EQ(got.restored[0], 48);  // all from the RAM tier the disk filled
+  EXPECT_EQ(restarted.stats().tokens, static_cast<int64_t>(d.size()) - 48 + n - 1);  // computed: the rest only
+  o.cache_ram_bytes = 0, o.cache_dir.clear(), o.prefix_reuse = false;
+  Generator none(m, pool, solo, o);
+  const Rounds want = in_rounds(none, {{d}}, n);
+  ASSERT_EQ(got.steps[0].size(), static_cast<size_t>(n));
+  for (int s = 0; s < n; ++s) EXPECT_TRUE(got.steps[0][s] == want.steps[0][s]) << "step " << s;
+  std::filesystem::remove_all(testing::temp_path("disk-restart"));
+}
+
+// A --cache-dir that cannot be made: one warning, and the RAM tier alone
+// serves the same tokens.
+TEST(Generator, AnUnwritableCacheDirWarnsOnceAndGenerationGoesOn) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("small")), pool);
+  std::vector<int32_t> system = prompt(50, 9), a = system, c = system;
+  for (int32_t t : prompt(7, 10)) a.push_back(t);
+  for (int32_t t : prompt(9, 11)) c.push_back(t);
+  const std::vector<std::vector<std::vector<int32_t>>> rounds = {{a}, {prompt(60, 20)}, {prompt(60, 21)}, {c}};
+  GeneratorOptions o;
+  o.max_sequences = 1, o.step_tokens = 64, o.context = 128, o.kv_type = KvType::f32;
+  o.cache_ram_bytes = 1 << 20;
+  const int n = 8;
+  Exchange solo;
+  Generator ram_only(m, pool, solo, o);
+  const Rounds want = in_rounds(ram_only, rounds, n);
+  const std::string file = testing::temp_path("not-a-dir");
+  std::ofstream(file) << "x";
+  o.cache_dir = file + "/cache";
+  Generator gen(m, pool, solo, o);
+  EXPECT_FALSE(gen.disk().on());
+  ASSERT_EQ(gen.disk().warnings().size(), 1u);
+  EXPECT_NE(gen.disk().warnings()[0].find(o.cache_dir), std::string::npos) << gen.disk().warnings()[0];
+  const Rounds got = in_rounds(gen, rounds, n);
+  EXPECT_GT(got.restored[3], 0);
+  for (size_t i = 0; i < rounds.size(); ++i) EXPECT_TRUE(got.steps[i] == want.steps[i]) << "prompt " << i;
+  EXPECT_EQ(gen.disk().warnings().size(), 1u);
+  std::filesystem::remove(file);
 }
 
 // A client that goes away: its sequence ends between steps, running or

@@ -9,6 +9,7 @@
 // run alone with that seed does.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -150,6 +151,43 @@ TEST(Parallel, TheRamTierRestoresAPrefixOnEverySplit) {
       EXPECT_EQ(got["sequences"][i]["logprobs"], alone[i]["logprobs"]) << "sequence " << i;
     }
   }
+}
+
+// --cache-dir on 2 ranks split by heads: a first run, whose pool of 4
+// blocks a story takes whole, leaves the shared prefix's blocks in each
+// rank's own files; a second run -- a restart -- loads them into every
+// rank's RAM tier, and its question with that prefix gets both whole blocks
+// back instead of computing them, drawing what it draws alone on one rank
+// with no cache, to the bit.
+TEST(Parallel, TheDiskTierRestoresAPrefixAfterARestartOnTwoRanks) {
+  const std::string question = kShared + "how far is the moon?";
+  const std::string greedy = "-n 12 --temp 0 --top-logprobs 5";
+  const json alone = tpsrun(1, tps("", "tiny", "-p '" + question + "' " + greedy));
+  ASSERT_FALSE(alone.is_null());
+  const std::string file = testing::temp_path("disk_prompts.txt"), dir = testing::temp_path("disk_cache");
+  std::filesystem::remove_all(dir);
+  {
+    std::ofstream out(file);
+    out << kShared << "what is the capital of France?\n"
+        << "Once upon a time, in a land far away, there lived a king who had three daughters and a dragon that "
+           "guarded the gold of the mountain; every spring the river rose and the farmers planted barley.\n";
+  }
+  const std::string tier =
+      " --kv-size 64 --cache-ram 1 --cache-dir " + dir + " --split tensor --exchange shm " + greedy;
+  const json first = tpsrun(2, tps("", "tiny", "--prompts-file " + file + " --parallel 1" + tier));
+  ASSERT_FALSE(first.is_null());
+  const json got = tpsrun(2, tps("", "tiny", "-p '" + question + "'" + tier));
+  ASSERT_FALSE(got.is_null());
+  EXPECT_EQ(got["sequences"][0]["reused_prompt_tokens"], 32);
+  EXPECT_EQ(got["sequences"][0]["restored_prompt_tokens"], 32);
+  for (const json& rank : got["per_rank"]) {
+    EXPECT_GE(rank["cache_disk_loaded_blocks"].get<double>(), 2) << rank.dump();
+    EXPECT_GT(rank["cache_disk_files"].get<double>(), 0) << rank.dump();
+    EXPECT_EQ(rank["cache_disk_write_failures"].get<double>(), 0) << rank.dump();
+  }
+  EXPECT_EQ(got["generated_ids"], alone["generated_ids"]);
+  EXPECT_EQ(got["logprobs"], alone["logprobs"]);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Parallel, SequenceIDrawsWithSeedPlusI) {

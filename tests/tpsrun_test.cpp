@@ -88,6 +88,7 @@ TEST(Tpsrun, BadInputIsAClearError) {
   expect_bad_input("-p x --kv-type q4_1", "--kv-type: 'q4_1': expected f32, f16, bf16, q8_0 or q4_0");
   expect_bad_input("-p x --quantize attn=q9", "'q9' is not a type tps quantizes to (expected one of q8_0");
   expect_bad_input("-p x --ctx 1000000", "--ctx 1000000: more than the model's context length of 131072");
+  expect_bad_input("-p x --cache-dir /tmp/x", "--cache-dir /tmp/x needs --cache-ram");
   auto r = run_tool(std::string(tps::test_paths::tpsrun) + " -m /no/such.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/such.gguf: cannot open"), std::string::npos) << r.err;

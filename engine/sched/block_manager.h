@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <list>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace tps {
@@ -61,6 +62,10 @@ class BlockManager {
 
   // The cached block of a prefix key, or -1.
   int find(BlockKind k, uint64_t key) const;
+  // The key and id of every cached block (held or not), in no particular order.
+  std::vector<std::pair<uint64_t, int>> cached(BlockKind k) const {
+    return {by_key_[int(k)].begin(), by_key_[int(k)].end()};
+  }
   // Caches a held, fully computed block under its prefix key (nothing if the
   // key has a block already, or the block a key).
   void cache(BlockKind k, int id, uint64_t key);

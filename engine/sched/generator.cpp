@@ -206,6 +206,103 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
   tier_ = RamTier(KvPool::block_bytes(m.config, m.shard, o.kv_type, false),
                   KvPool::block_bytes(m.config, m.shard, o.kv_type, true), s.tier_full_slots, s.tier_sliding_slots);
   logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());
+  if (!o.cache_dir.empty() && s.tier_full_slots > 0) {
+    const Shard& sh = m.shard;
+    const Clock::time_point t0 = Clock::now();
+    disk_ = DiskTier(o.cache_dir,
+                     DiskIdentity{model_identity(m.file, o.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank},
+                     o.cache_ram_bytes, tier_.block_bytes(false), tier_.block_bytes(true));
+    disk_asked_ = true;
+    load_disk_tier(t0);
+  }
+}
+
+namespace {
+
+// Each rank's yes (1) or no (0) for every item, and'ed over the ranks.
+std::vector<uint8_t> on_every_rank(Exchange& ex, std::vector<uint8_t> mine) {
+  if (ex.size() == 1 || mine.empty()) return mine;
+  std::vector<uint8_t> all(mine.size() * ex.size());
+  ex.all_gather(mine.data(), all.data(), mine.size());
+  for (int r = 0; r < ex.size(); ++r)
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] &= all[r * mine.size() + i];
+  return mine;
+}
+
+}  // namespace
+
+// Collective, before the first step: rank 0's valid blocks, most recently
+// written first, that every rank has a valid file of and that fit the RAM
+// tier's slots are read into the same slots on every rank; those read on
+// every rank are then rank 0's TierIndex's, so a prefix that returns is a
+// RAM tier hit. A block some rank lacks stays out (its slot free).
+void Generator::load_disk_tier(Clock::time_point t0) {
+  std::vector<DiskTier::Block> blocks = exchange_.rank() == 0 ? disk_.blocks() : std::vector<DiskTier::Block>();
+  uint64_t n = blocks.size();
+  if (exchange_.size() > 1) {
+    exchange_.broadcast(&n, sizeof n, 0);
+    blocks.resize(n);
+    if (n) exchange_.broadcast(blocks.data(), n * sizeof(DiskTier::Block), 0);
+  }
+  std::vector<uint8_t> valid(n);
+  for (size_t i = 0; i < n; ++i) valid[i] = disk_.has(blocks[i]);
+  valid = on_every_rank(exchange_, std::move(valid));
+  std::vector<int> slot(n, -1);
+  int next[2] = {0, 0};
+  for (size_t i = 0; i < n; ++i) {
+    const int k = blocks[i].sliding ? 1 : 0;
+    if (valid[i] && next[k] < tier_.slots(k)) slot[i] = next[k]++;
+  }
+  std::vector<uint8_t> read(n);
+  for (size_t i = 0; i < n; ++i)
+    read[i] = slot[i] >= 0 && disk_.read(blocks[i], tier_.fill(blocks[i].sliding, slot[i]));
+  read = on_every_rank(exchange_, std::move(read));
+  for (size_t i = n; i-- > 0;)  // oldest first: the newest end most recently used
+    if (read[i]) {
+      disk_.count_loaded(seconds_since(t0));
+      if (exchange_.rank() == 0)
+        scheduler_.adopt(blocks[i].sliding ? BlockKind::sliding : BlockKind::full, slot[i], blocks[i].key);
+    }
+}
+
+// Collective, at the end of a run: the pool's cached blocks that the RAM
+// tier lacks (those it has are on disk already) are written to the disk
+// tier too, so that a prefix the pool never had to let go of survives the
+// restart as well.
+void Generator::save_pool_to_disk() {
+  std::vector<BlockCopy> saves;
+  if (exchange_.rank() == 0)
+    for (BlockKind k : {BlockKind::full, BlockKind::sliding})
+      for (const auto& [key, id] : scheduler_.blocks().cached(k))
+        if (scheduler_.tier().find(k, key) < 0)
+          saves.push_back(BlockCopy{.sliding = k == BlockKind::sliding, .block = id, .to_tier = 1, .key = key});
+  uint64_t n = saves.size();
+  if (exchange_.size() > 1) {
+    exchange_.broadcast(&n, sizeof n, 0);
+    saves.resize(n);
+    if (n) exchange_.broadcast(saves.data(), n * sizeof(BlockCopy), 0);
+  }
+  if (!disk_.on()) return;
+  std::vector<uint8_t> block(std::max(tier_.block_bytes(false), tier_.block_bytes(true)));
+  for (const BlockCopy& c : saves) {
+    kv_.copy_out(c.sliding != 0, c.block, block.data());
+    disk_.write(DiskTier::Block{c.sliding, c.key}, block.data());
+  }
+}
+
+// The step's copies between the pool and the RAM tier; the blocks that enter
+// the RAM tier are written behind to the disk tier (in the step, before it
+// runs: a block a step saves is one block of every layer of the rank, small
+// next to the step's own work), and those that come back are its most
+// recently used.
+void Generator::copy_blocks(const std::vector<BlockCopy>& copies) {
+  tier_.apply(copies, kv_);
+  if (!disk_.on()) return;
+  for (const BlockCopy& c : copies)
+    if (c.to_tier)
+      disk_.write(DiskTier::Block{c.sliding, c.key}, tier_.data(c.sliding != 0, c.slot));
+    else
+      disk_.touch(DiskTier::Block{c.sliding, c.key});
 }
 
 int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
@@ -241,6 +338,7 @@ void Generator::run(const Events& events) {
   } else {
     run_together(events);
   }
+  if (disk_asked_) save_pool_to_disk();
 }
 
 Generator::Plan Generator::make_plan(bool stop) {
@@ -358,7 +456,7 @@ void Generator::run_together(const Events& events) {
     apply(plan);
     const Batch& batch = root ? batch_ : plan.batch;
     Clock::time_point t0 = Clock::now();
-    tier_.apply(batch.copies, kv_);
+    copy_blocks(batch.copies);
     pass_.run(batch, kv_, logits_.data());
     const double forward = seconds_since(t0);
     t0 = Clock::now();
@@ -394,7 +492,7 @@ void Generator::run_pipeline_first(const Events& events) {
       // last rank never waits for it to listen.
       f.handle = exchange_.post_recv(f.chosen.data(), f.chosen.size() * sizeof(Chosen), last);
       const Clock::time_point t0 = Clock::now();
-      tier_.apply(f.batch.copies, kv_);
+      copy_blocks(f.batch.copies);
       pass_.run(f.batch, kv_, nullptr);
       count_step(f.batch, seconds_since(t0));
       in_flight.push_back(std::move(f));
@@ -426,7 +524,7 @@ void Generator::run_pipeline_stage() {
     if (plan.stop) return;
     if (me == last) apply(plan);
     Clock::time_point t0 = Clock::now();
-    tier_.apply(plan.batch.copies, kv_);
+    copy_blocks(plan.batch.copies);
     pass_.run(plan.batch, kv_, logits_.data());
     const double forward = seconds_since(t0);
     if (me != last) {

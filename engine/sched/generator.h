@@ -23,10 +23,12 @@
 #include "engine/sched/pick.h"
 #include "engine/sched/scheduler.h"
 #include "engine/sched/sequence_end.h"
+#include "engine/step/disk_tier.h"
 #include "engine/step/forward.h"
 #include "engine/step/kv_pool.h"
 #include "engine/step/ram_tier.h"
 #include "engine/text/harmony.h"
+#include "runtime/clock.h"
 #include "runtime/exchange.h"
 #include "runtime/thread_pool.h"
 
@@ -40,6 +42,8 @@ struct GeneratorOptions {
   uint64_t kv_bytes = 0;  // ... or the whole pool's bytes on each rank
   bool prefix_reuse = true;
   uint64_t cache_ram_bytes = 0;     // the prompt cache's RAM tier on each rank (--cache-ram; 0: none)
+  std::string cache_dir;            // its disk tier (--cache-dir; "": none), within cache_ram_bytes per rank
+  std::string weights_salt;         // what changes the weights after load (--quantize), in the disk tier's identity
   KvType kv_type = kDefaultKvType;  // the KV pool's keys and values (kernels/kv_format.h)
   bool yarn_truncate = false;
   const KernelSet* kernels = nullptr;
@@ -75,7 +79,8 @@ struct SequenceParams {
 
 class Generator {
  public:
-  // Collective: every rank with the same options. Sizes the KV pool.
+  // Collective: every rank with the same options. Sizes the KV pool; with
+  // a disk tier (cache_dir), loads its saved blocks into the RAM tier.
   Generator(const Model& model, ThreadPool& pool, Exchange& exchange, const GeneratorOptions& options);
 
   // Rank 0: a new sequence, which waits for a place; returns its id. Throws
@@ -100,7 +105,8 @@ class Generator {
     // running or waiting -- it may wait for some); false ends the run.
     std::function<bool(bool idle)> between_steps;
   };
-  // Collective: runs steps until rank 0's between_steps says to stop.
+  // Collective: runs steps until rank 0's between_steps says to stop; with
+  // a disk tier, then writes the pool's cached blocks to it too.
   void run(const Events& events);
 
   // What the steps did, on this rank.
@@ -123,6 +129,7 @@ class Generator {
   ConstraintCache& constraints() { return constraint_cache_; }
   const KvPool& kv() const { return kv_; }
   const RamTier& tier() const { return tier_; }
+  const DiskTier& disk() const { return disk_; }
 
  private:
   struct Join {
@@ -134,6 +141,9 @@ class Generator {
   void run_pipeline_first(const Events& events);
   void run_pipeline_stage();
   void apply(const Plan& plan);
+  void load_disk_tier(Clock::time_point started);  // started: before the tier's files were checked
+  void save_pool_to_disk();
+  void copy_blocks(const std::vector<BlockCopy>& copies);
   Plan make_plan(bool stop);
   void tell_waiting(const Events& events);
   void complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events);
@@ -150,6 +160,8 @@ class Generator {
   ForwardPass pass_;
   KvPool kv_;
   RamTier tier_;
+  DiskTier disk_;
+  bool disk_asked_ = false;               // --cache-dir given, with a RAM tier: the same on every rank
   Scheduler scheduler_;                   // rank 0's
   std::map<int, SequenceParams> params_;  // rank 0: of every sequence added
   std::map<int, Sampler> samplers_;       // by sequence: on every rank that samples

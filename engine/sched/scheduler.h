@@ -103,6 +103,9 @@ class Scheduler {
   const std::vector<int>& admitted() const { return admitted_; }
   const BlockManager& blocks() const { return blocks_; }
   const TierIndex& tier() const { return tier_; }
+  // Before the first step: a RAM tier slot holds this key's block (loaded
+  // from the disk tier), most recently used. False when the slot is taken.
+  bool adopt(BlockKind k, int slot, uint64_t key) { return tier_.adopt(k, slot, key); }
   // The RAM tier's traffic: blocks saved to it and restored from it, and
   // admitted prompts whose prefix lookup ended on a block in neither the
   // pool nor the tier (counted with a tier only).

@@ -51,4 +51,15 @@ int TierIndex::place(BlockKind kind, uint64_t key) {
   return slot;
 }
 
+bool TierIndex::adopt(BlockKind kind, int slot, uint64_t key) {
+  const int k = int(kind);
+  auto free = std::find(free_[k].begin(), free_[k].end(), slot);
+  if (free == free_[k].end() || find(kind, key) >= 0) return false;
+  free_[k].erase(free);
+  key_[k][slot] = key;
+  by_key_[k].emplace(key, slot);
+  at_[k][slot] = lru_[k].insert(lru_[k].end(), slot);
+  return true;
+}
+
 }  // namespace tps

@@ -31,6 +31,9 @@ class TierIndex {
   // nothing to save (the key is here already: touched) or no slot to take
   // (none, or all pinned). Counts the key it displaces as an eviction.
   int place(BlockKind k, uint64_t key);
+  // Gives a free slot a key, most recently used (a block the disk tier
+  // loaded into it at start); false when the slot is not free.
+  bool adopt(BlockKind k, int slot, uint64_t key);
   void pin(BlockKind k, int slot) { pinned_[int(k)].push_back(slot); }
   void unpin_all() { pinned_[0].clear(), pinned_[1].clear(); }
   int64_t evictions() const { return evictions_; }

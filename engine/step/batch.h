@@ -39,6 +39,7 @@ struct BlockCopy {
   int32_t block = 0;    // its id in the pool
   int32_t slot = 0;     // its slot in the tier
   int32_t to_tier = 0;  // 1: pool -> tier (the block is about to be reused); 0: tier -> pool
+  uint64_t key = 0;     // its prefix key (what names its file in the disk tier, engine/step/disk_tier.h)
 };
 
 struct Batch {

@@ -9,6 +9,17 @@ RamTier::RamTier(uint64_t full_block_bytes, uint64_t sliding_block_bytes, int fu
   slots_[0].resize(full_slots), slots_[1].resize(sliding_slots);
 }
 
+uint8_t* RamTier::fill(bool sliding, int slot) {
+  std::unique_ptr<uint8_t[]>& s = slots_[sliding ? 1 : 0].at(slot);
+  if (!s) {
+    // Not value-initialized: the copy is the first write, so only the
+    // pages of slots in use are ever touched.
+    s.reset(new uint8_t[block_bytes_[sliding ? 1 : 0]]);
+    bytes_ += block_bytes_[sliding ? 1 : 0];
+  }
+  return s.get();
+}
+
 void RamTier::apply(std::span<const BlockCopy> copies, KvPool& kv) {
   for (const BlockCopy& c : copies) {
     std::vector<std::unique_ptr<uint8_t[]>>& slots = slots_[c.sliding ? 1 : 0];
@@ -16,13 +27,7 @@ void RamTier::apply(std::span<const BlockCopy> copies, KvPool& kv) {
       throw Error(cat("a step's cache copy names slot ", c.slot, " of ", slots.size()));
     std::unique_ptr<uint8_t[]>& slot = slots[c.slot];
     if (c.to_tier) {
-      if (!slot) {
-        // Not value-initialized: the copy is the first write, so only the
-        // pages of slots in use are ever touched.
-        slot.reset(new uint8_t[block_bytes_[c.sliding ? 1 : 0]]);
-        bytes_ += block_bytes_[c.sliding ? 1 : 0];
-      }
-      kv.copy_out(c.sliding != 0, c.block, slot.get());
+      kv.copy_out(c.sliding != 0, c.block, fill(c.sliding != 0, c.slot));
     } else {
       if (!slot) throw Error(cat("a step's cache copy reads slot ", c.slot, ", which was never written"));
       kv.copy_in(c.sliding != 0, c.block, slot.get());

@@ -27,6 +27,12 @@ class RamTier {
 
   // The step's copies, in order, between the pool and the slots.
   void apply(std::span<const BlockCopy> copies, KvPool& kv);
+  // A slot's bytes, allocated at the first call (to be written: a block
+  // loaded from the disk tier at start), or null when never written.
+  uint8_t* fill(bool sliding, int slot);
+  const uint8_t* data(bool sliding, int slot) const { return slots_[sliding ? 1 : 0].at(slot).get(); }
+  uint64_t block_bytes(bool sliding) const { return block_bytes_[sliding ? 1 : 0]; }
+  int slots(bool sliding) const { return static_cast<int>(slots_[sliding ? 1 : 0].size()); }
   // Bytes allocated so far, and at most (every slot written).
   uint64_t bytes() const { return bytes_; }
   uint64_t capacity() const { return block_bytes_[0] * slots_[0].size() + block_bytes_[1] * slots_[1].size(); }

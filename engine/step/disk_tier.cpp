@@ -1,0 +1,202 @@
+#include "engine/step/disk_tier.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <system_error>
+#include <tuple>
+
+#include "runtime/log.h"
+#include "runtime/output_file.h"
+
+namespace tps {
+
+namespace fs = std::filesystem;
+
+uint64_t model_identity(const GgufFile& file, const std::string& salt) {
+  uint64_t h = XXH3_64bits(salt.data(), salt.size());
+  for (int i = 0; i < file.parts(); ++i) {
+    const GgufFile& part = file.part(i);
+    const uint64_t head = std::min<uint64_t>(part.data_offset(), part.mapping().size());
+    h = XXH3_64bits_withSeed(part.mapping().data(), head, h ^ part.file_size());
+  }
+  return h;
+}
+
+namespace {
+
+const char* kind_name(int32_t sliding) { return sliding ? "sliding" : "full"; }
+
+// The block a file name of this rank names, if it is one.
+bool parse_name(const std::string& name, int rank, DiskTier::Block& b) {
+  const std::string prefix = cat("r", rank, "-"), suffix = ".tpskv";
+  if (!name.starts_with(prefix) || !name.ends_with(suffix)) return false;
+  std::string rest = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (rest.starts_with("full-"))
+    b.sliding = 0, rest = rest.substr(5);
+  else if (rest.starts_with("sliding-"))
+    b.sliding = 1, rest = rest.substr(8);
+  else
+    return false;
+  if (rest.size() != 16 || rest.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  b.key = std::stoull(rest, nullptr, 16);
+  return true;
+}
+
+DiskHeader header_for(const DiskIdentity& id, const DiskTier::Block& b, const uint8_t* payload, uint64_t bytes) {
+  DiskHeader h{};
+  std::memcpy(h.magic, kDiskMagic, sizeof h.magic);
+  h.version = kDiskFormatVersion, h.kv_type = static_cast<uint32_t>(id.kv_type), h.model = id.model;
+  h.ranks = id.ranks, h.split = static_cast<uint32_t>(id.split), h.rank = id.rank, h.sliding = b.sliding;
+  h.key = b.key, h.payload_bytes = bytes, h.checksum = XXH3_64bits(payload, bytes);
+  return h;
+}
+
+}  // namespace
+
+DiskTier::DiskTier(std::string dir, const DiskIdentity& id, uint64_t cap, uint64_t full_block_bytes,
+                   uint64_t sliding_block_bytes)
+    : dir_(std::move(dir)), id_(id), cap_(cap), block_bytes_{full_block_bytes, sliding_block_bytes} {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec || !fs::is_directory(dir_, ec)) {
+    warn(cat("--cache-dir ", dir_, ": cannot make the directory (", ec ? ec.message() : "not a directory",
+             "); going on without the disk tier"));
+    return;
+  }
+  on_ = true;
+  scan();
+}
+
+std::string DiskTier::path(const Block& b) const {
+  char key[17];
+  std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(b.key));
+  return cat(dir_, "/r", id_.rank, "-", kind_name(b.sliding), "-", key, ".tpskv");
+}
+
+void DiskTier::warn(const std::string& line) {
+  warnings_.push_back(line);
+  log_warn(line);
+}
+
+// This rank's files, validated (a warning for each bad one), least recently
+// written first.
+void DiskTier::scan() {
+  std::vector<std::tuple<fs::file_time_type, Block, uint64_t>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    Block b;
+    if (!it->is_regular_file(ec) || !parse_name(it->path().filename().string(), id_.rank, b)) continue;
+    const std::string why = check(it->path().string(), b, nullptr);
+    if (!why.empty()) {
+      warn(cat("--cache-dir: ", it->path().string(), ": ", why, "; not used"));
+      continue;
+    }
+    found.emplace_back(it->last_write_time(ec), b, it->file_size(ec));
+  }
+  if (ec) warn(cat("--cache-dir ", dir_, ": cannot list it (", ec.message(), ")"));
+  std::sort(found.begin(), found.end());
+  for (const auto& [time, b, bytes] : found) keep(b, bytes);
+}
+
+std::string DiskTier::check(const std::string& path, const Block& b, uint8_t* to) const {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "cannot be opened";
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  DiskHeader h{};
+  if (size < sizeof h) return cat("truncated (", size, " bytes, less than its ", sizeof h, "-byte header)");
+  in.read(reinterpret_cast<char*>(&h), sizeof h);
+  if (std::memcmp(h.magic, kDiskMagic, sizeof h.magic) != 0) return "not a tps KV block file (its magic)";
+  if (h.version != kDiskFormatVersion)
+    return cat("format version ", h.version, ", this tps reads version ", kDiskFormatVersion);
+  if (h.model != id_.model) return "written for another model file (its identity differs)";
+  if (h.kv_type != static_cast<uint32_t>(id_.kv_type))
+    return h.kv_type <= static_cast<uint32_t>(KvType::q4_0)
+               ? cat("KV type ", kv_type_name(static_cast<KvType>(h.kv_type)), ", this run's is ",
+                     kv_type_name(id_.kv_type))
+               : cat("an unknown KV type (", h.kv_type, ")");
+  if (h.ranks != static_cast<uint32_t>(id_.ranks) || h.split != static_cast<uint32_t>(id_.split))
+    return cat("written for ", h.ranks, " rank(s) split by ",
+               h.split <= static_cast<uint32_t>(SplitMode::tensor) ? split_mode_name(static_cast<SplitMode>(h.split))
+                                                                   : cat("an unknown mode (", h.split, ")"),
+               ", this run has ", id_.ranks, " split by ", split_mode_name(id_.split));
+  if (h.rank != static_cast<uint32_t>(id_.rank) || h.sliding != static_cast<uint32_t>(b.sliding) || h.key != b.key)
+    return "its header names another rank, kind or key than its file name";
+  const uint64_t want = block_bytes_[b.sliding ? 1 : 0];
+  if (h.payload_bytes != want) return cat("a payload of ", h.payload_bytes, " bytes, a block here has ", want);
+  if (size != sizeof h + want) return cat("truncated (", size, " bytes, its header says ", sizeof h + want, ")");
+  std::unique_ptr<uint8_t[]> scratch;
+  if (!to) scratch.reset(new uint8_t[want]), to = scratch.get();
+  in.read(reinterpret_cast<char*>(to), static_cast<std::streamsize>(want));
+  if (!in) return "cannot be read";
+  if (XXH3_64bits(to, want) != h.checksum) return "a bad checksum (the payload is damaged)";
+  return "";
+}
+
+std::vector<DiskTier::Block> DiskTier::blocks() const { return {lru_.rbegin(), lru_.rend()}; }
+
+bool DiskTier::read(const Block& b, uint8_t* to) {
+  if (!has(b)) return false;
+  const std::string why = check(path(b), b, to);
+  if (why.empty()) return true;
+  warn(cat("--cache-dir: ", path(b), ": ", why, "; not used"));
+  return false;
+}
+
+void DiskTier::keep(const Block& b, uint64_t bytes) {
+  files_[b] = File{bytes, lru_.insert(lru_.end(), b)};
+  ++stats_.files, stats_.bytes += static_cast<int64_t>(bytes);
+}
+
+// Own files go, least recently written first, until `bytes` more fit.
+void DiskTier::make_room(uint64_t bytes) {
+  while (!lru_.empty() && static_cast<uint64_t>(stats_.bytes) + bytes > cap_) {
+    const Block b = lru_.front();
+    std::error_code ec;
+    fs::remove(path(b), ec);
+    lru_.pop_front();
+    stats_.bytes -= static_cast<int64_t>(files_.at(b).bytes), --stats_.files;
+    files_.erase(b);
+  }
+}
+
+void DiskTier::touch(const Block& b) {
+  auto it = files_.find(b);
+  if (!on_ || it == files_.end()) return;
+  lru_.splice(lru_.end(), lru_, it->second.at);
+  std::error_code ec;  // a time stamp not set only orders the next start's load less well
+  fs::last_write_time(path(b), fs::file_time_type::clock::now(), ec);
+}
+
+void DiskTier::write(const Block& b, const uint8_t* from) {
+  if (!on_) return;
+  if (files_.count(b)) return touch(b);  // the same prefix's bits: already there
+  const std::string target = path(b);
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(target, ec))) return;  // not this tier's file: left as it is
+  const uint64_t payload = block_bytes_[b.sliding ? 1 : 0], bytes = sizeof(DiskHeader) + payload;
+  if (bytes > cap_) return;
+  make_room(bytes);
+  try {
+    const DiskHeader h = header_for(id_, b, from, payload);
+    OutputFile out(target, {}, "--cache-dir");
+    out.write(&h, sizeof h);
+    out.write(from, payload);
+    out.commit();
+  } catch (const std::exception& e) {
+    ++stats_.write_failures, on_ = false;
+    warn(cat("--cache-dir: writing a block failed (", e.what(), "); going on without the disk tier"));
+    return;
+  }
+  keep(b, bytes);
+  ++stats_.written;
+}
+
+}  // namespace tps
