@@ -9,7 +9,8 @@ HTTP/1.0, leaving mid-answer, forged metric labels), a load of 200 requests
 at 16 at a time, /metrics, a second server on the same port refused, a greedy
 answer's log-probabilities the same bits from two ranks as from one, SIGUSR1
 to mpirun (SIGTERM to a lone tpsrun) ending every rank gracefully with exit
-code 0, and a start-up that fails or is stopped ending promptly.
+code 0, the prompt cache's disk tier restoring a prompt after a restart, and
+a start-up that fails or is stopped ending promptly.
 
   serve_e2e_test.py --tpsrun PATH --model FILE --reference DIR [--no-browser]
 """
@@ -36,13 +37,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, args, ranks=2):
+    def __init__(self, args, ranks=2, extra=()):
         self.port = free_port()
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
         mpirun = ["mpirun", "--oversubscribe", "-np", str(ranks)] if ranks > 1 else []
         self.cmd = mpirun + [args.tpsrun, "serve", "-m", args.model, "--port", str(self.port), "--parallel", "4",
-                             "--ctx", "512", "--max-queue", "32", "--api-key", KEY, "-t", "1"]
+                             "--ctx", "512", "--max-queue", "32", "--api-key", KEY, "-t", "1", *extra]
         self.proc = subprocess.Popen(self.cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True, text=True)
         self.log = []
@@ -358,6 +359,49 @@ def greedy_logprobs(server):
     return logprobs
 
 
+def metric(server, name):
+    _, _, body = server.request("GET", "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    fail(f"/metrics has no {name}")
+
+
+def restart_restores(args):
+    """--cache-dir: what a 2-rank server's pool held when it stopped is loaded
+    at the next start, and the same prompt then computes only its last
+    tokens and answers with the same bits."""
+    with tempfile.TemporaryDirectory() as cache:
+        flags = ["--cache-ram", "16", "--cache-dir", cache]
+        answers = []
+        for turn in ("first", "after a restart"):
+            server = Server(args, extra=flags)
+            try:
+                server.wait_ready()
+                loaded = metric(server, "tps_cache_disk_loaded_blocks")
+                status, _, payload = server.request("POST", "/v1/completions", {
+                    "prompt": "A prompt the cache keeps across a restart: " + " ".join(["words"] * 40),
+                    "max_tokens": 6, "temperature": 0, "logprobs": 5})
+                if status != 200:
+                    fail(f"--cache-dir, {turn}: {status} {payload[:200]!r}")
+                body = json.loads(payload)
+                answers.append((loaded, body["usage"]["prompt_tokens_details"]["cached_tokens"],
+                                body["usage"]["prompt_tokens"], body["choices"][0]["logprobs"]))
+            except BaseException:
+                os.killpg(server.proc.pid, signal.SIGKILL)
+                raise
+            stop(server.proc, signal.SIGUSR1, f"--cache-dir, {turn}: SIGUSR1 to mpirun", server.log)
+        (loaded0, cached0, _, first), (loaded1, cached1, prompt, again) = answers
+        if loaded0 != 0 or cached0 != 0:
+            fail(f"--cache-dir: an empty directory gave {loaded0} blocks and {cached0} cached tokens")
+        if loaded1 < 1 or cached1 < prompt - 16:
+            fail(f"--cache-dir after a restart: {loaded1} blocks loaded, {cached1} of {prompt} prompt tokens cached")
+        if again != first:
+            fail("--cache-dir: the answer after a restart differs from the first")
+        ok(f"--cache-dir: after a restart {int(loaded1)} blocks loaded, {cached1} of {prompt} prompt tokens from the "
+           f"cache, the same log-probabilities")
+
+
 def port_taken(args, port):
     """A second server on a port in use is refused with one line naming it."""
     run = subprocess.run([args.tpsrun, "-q", "serve", "-m", args.model, "--port", str(port)], capture_output=True,
@@ -452,6 +496,7 @@ def main():
         os.killpg(alone.proc.pid, signal.SIGKILL)
         raise
     stop(alone.proc, signal.SIGTERM, "SIGTERM to a lone tpsrun serve", alone.log)
+    restart_restores(args)
     startup(args)
     print("all checks passed")
 
