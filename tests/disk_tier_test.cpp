@@ -96,7 +96,7 @@ TEST(DiskTier, EachBadFileGetsOneWarningAndIsNeverUsed) {
   };
   auto header = [](std::vector<char>& f) { return reinterpret_cast<DiskHeader*>(f.data()); };
   const std::vector<Case> cases = {
-      {"truncated", [](std::vector<char>& f) { f.resize(f.size() - 1); }},
+      {"truncated", [](std::vector<char>& f) { f.pop_back(); }},
       {"truncated", [](std::vector<char>& f) { f.resize(10); }},
       {"another model", [&](std::vector<char>& f) { header(f)->model ^= 1; }},
       {"KV type f16", [&](std::vector<char>& f) { header(f)->kv_type = static_cast<uint32_t>(KvType::f16); }},
