@@ -180,6 +180,35 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
   state.counters["GFLOP/s"] = 2.0 * shape.rows * shape.cols * shape.tokens * state.iterations() / seconds / 1e9;
 }
 
+// One gpt-oss-20b attention layer's cache (8 KV heads of 64 dimensions)
+// holding `positions` random keys and values as `type`, its blocks in pool
+// order (table), for the attention benchmarks.
+constexpr int kKvHeads = 8, kDim = 64;
+struct LayerCache {
+  ModelConfig config;
+  Shard shard;
+  KvPool cache;
+  std::vector<int32_t> table;
+  LayerCache(KvType type, int positions, std::mt19937& rng) {
+    config.n_layer = 1, config.n_head_kv = kKvHeads, config.head_dim = kDim, config.swa_pattern = 1;
+    shard.share.layers = {0, 1}, shard.share.kv_heads = {0, kKvHeads};
+    cache = KvPool(config, shard, type, blocks_for(positions), 0);
+    table.resize(blocks_for(positions));
+    std::iota(table.begin(), table.end(), 0);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> k(kKvHeads * kDim), v(kKvHeads * kDim);
+    for (int p = 0; p < positions; ++p) {
+      for (float& x : k) x = normal(rng);
+      for (float& x : v) x = normal(rng);
+      cache.store(0, p / kKvBlock, p % kKvBlock, k.data(), v.data());
+    }
+  }
+  // The KV bytes of `positions` positions as stored.
+  double bytes(int positions) const {
+    return static_cast<double>(KvPool::block_bytes(config, shard, cache.type(), false)) / kKvBlock * positions;
+  }
+};
+
 // A decode step's attention in one layer of gpt-oss-20b: 64 query heads over
 // 8 KV heads of 64 dimensions, at `positions` cached positions, the KV heads
 // (each with its 8 query heads) split across the threads as the forward
@@ -189,23 +218,14 @@ void bm_matmul(benchmark::State& state, Isa isa, GgmlType type, Shape shape, int
 // once).
 void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, int threads) {
   const KernelSet& kernels = kernel_set(isa);
-  constexpr int kHeads = 64, kKvHeads = 8, kDim = 64;
+  constexpr int kHeads = 64;
   ThreadPool& pool = ctx->pool(threads);
-  ModelConfig config;
-  config.n_layer = 1, config.n_head_kv = kKvHeads, config.head_dim = kDim, config.swa_pattern = 1;
-  Shard shard;
-  shard.share.layers = {0, 1}, shard.share.kv_heads = {0, kKvHeads};
-  KvPool cache(config, shard, type, blocks_for(positions), 0);
-  std::vector<int32_t> table(blocks_for(positions));
-  std::iota(table.begin(), table.end(), 0);
   std::mt19937 rng(3);
+  const LayerCache layer(type, positions, rng);
+  const KvPool& cache = layer.cache;
+  const std::vector<int32_t>& table = layer.table;
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> k(kKvHeads * kDim), v(kKvHeads * kDim), q(kHeads * kDim), out(kHeads * kDim);
-  for (int p = 0; p < positions; ++p) {
-    for (float& x : k) x = normal(rng);
-    for (float& x : v) x = normal(rng);
-    cache.store(0, p / kKvBlock, p % kKvBlock, k.data(), v.data());
-  }
+  std::vector<float> q(kHeads * kDim), out(kHeads * kDim);
   for (float& x : q) x = normal(rng);
   constexpr int kGroup = kHeads / kKvHeads;
   const std::vector<float> sinks(kGroup, 0.0f);
@@ -238,7 +258,7 @@ void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, 
     });
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = static_cast<double>(KvPool::block_bytes(config, shard, type, false)) / kKvBlock * positions;
+  const double bytes = layer.bytes(positions);
   state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
@@ -254,23 +274,14 @@ void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, 
 // token-at-a-time path reads).
 void bm_prefill_tile(benchmark::State& state, Isa isa, KvType type, int positions, int tile, int threads) {
   const KernelSet& kernels = kernel_set(isa);
-  constexpr int kTokens = 64, kHeads = 64, kKvHeads = 8, kDim = 64, kGroup = kHeads / kKvHeads;
+  constexpr int kTokens = 64, kHeads = 64, kGroup = kHeads / kKvHeads;
   ThreadPool& pool = ctx->pool(threads);
-  ModelConfig config;
-  config.n_layer = 1, config.n_head_kv = kKvHeads, config.head_dim = kDim, config.swa_pattern = 1;
-  Shard shard;
-  shard.share.layers = {0, 1}, shard.share.kv_heads = {0, kKvHeads};
-  KvPool cache(config, shard, type, blocks_for(positions), 0);
-  std::vector<int32_t> table(blocks_for(positions));
-  std::iota(table.begin(), table.end(), 0);
   std::mt19937 rng(3);
+  const LayerCache layer(type, positions, rng);
+  const KvPool& cache = layer.cache;
+  const std::vector<int32_t>& table = layer.table;
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> k(kKvHeads * kDim), v(kKvHeads * kDim), q(kTokens * kHeads * kDim);
-  for (int p = 0; p < positions; ++p) {
-    for (float& x : k) x = normal(rng);
-    for (float& x : v) x = normal(rng);
-    cache.store(0, p / kKvBlock, p % kKvBlock, k.data(), v.data());
-  }
+  std::vector<float> q(kTokens * kHeads * kDim);
   for (float& x : q) x = normal(rng);
   const int chunks = attention_chunks(0, positions - 1), tiles = kTokens / tile;
   const int64_t floats = attention_state_floats(kGroup, kDim);
@@ -308,7 +319,7 @@ void bm_prefill_tile(benchmark::State& state, Isa isa, KvType type, int position
     });
     benchmark::DoNotOptimize(running.data());
   }
-  const double bytes = static_cast<double>(KvPool::block_bytes(config, shard, type, false)) / kKvBlock * positions;
+  const double bytes = layer.bytes(positions);
   state.counters["tokens/s"] = benchmark::Counter(double{kTokens} * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["GB/s"] = benchmark::Counter(bytes * kTokens * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
