@@ -208,8 +208,7 @@ TEST(Generator, TheRamTierRestoresEvictedPrefixesToTheSameBits) {
       {a}, {prompt(60, 20)}, {c}, {prompt(60, 21)}, {prompt(60, 22)}, {prompt(60, 23)}, {d}};
   GeneratorOptions o;
   o.max_sequences = 1, o.step_tokens = 64, o.context = 128, o.kv_type = KvType::f32;  // 8 full blocks
-  const uint64_t unit = kTierFullPerSliding * KvPool::block_bytes(m.config, m.shard, o.kv_type, false) +
-                        KvPool::block_bytes(m.config, m.shard, o.kv_type, true);
+  const uint64_t unit = tier_unit_bytes(o.kv_type, m.config, m.shard);
   o.cache_ram_bytes = 2 * unit + unit / 2;  // 16 full blocks and 2 sliding ones
   const int n = 16;
   Exchange solo;
@@ -250,8 +249,7 @@ TEST(Generator, TheDiskTierRestoresASavedPrefixAfterARestart) {
   for (int32_t t : prompt(5, 12)) d.push_back(t);
   GeneratorOptions o;
   o.max_sequences = 1, o.step_tokens = 64, o.context = 128, o.kv_type = KvType::f32;  // 8 full blocks
-  const uint64_t unit = kTierFullPerSliding * KvPool::block_bytes(m.config, m.shard, o.kv_type, false) +
-                        KvPool::block_bytes(m.config, m.shard, o.kv_type, true);
+  const uint64_t unit = tier_unit_bytes(o.kv_type, m.config, m.shard);
   o.cache_ram_bytes = 4 * unit;  // 32 full blocks and 4 sliding ones
   o.cache_dir = testing::temp_path("disk-restart");
   std::filesystem::remove_all(o.cache_dir);

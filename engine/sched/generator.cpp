@@ -155,10 +155,13 @@ uint64_t generator_bytes(const GeneratorOptions& o, const ModelConfig& c, const 
          ForwardPass::buffer_bytes(c, shard, forward_options(o)) + logits + tier;
 }
 
+uint64_t tier_unit_bytes(KvType type, const ModelConfig& c, const Shard& shard) {
+  return kTierFullPerSliding * KvPool::block_bytes(c, shard, type, false) + KvPool::block_bytes(c, shard, type, true);
+}
+
 int tier_units(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
   if (o.cache_ram_bytes == 0) return 0;
-  const uint64_t unit = kTierFullPerSliding * KvPool::block_bytes(c, shard, o.kv_type, false) +
-                        KvPool::block_bytes(c, shard, o.kv_type, true);
+  const uint64_t unit = tier_unit_bytes(o.kv_type, c, shard);
   return static_cast<int>(std::min<uint64_t>(o.cache_ram_bytes / std::max<uint64_t>(unit, 1), 1 << 24));
 }
 

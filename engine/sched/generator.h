@@ -65,6 +65,7 @@ uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& con
 // but only its last window's sliding ones), so that units x a unit's bytes
 // stay within cache_ram_bytes. The Generator takes the least of every rank's.
 constexpr int kTierFullPerSliding = 8;
+uint64_t tier_unit_bytes(KvType type, const ModelConfig& config, const Shard& shard);
 int tier_units(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
 
 // What a sequence asks for besides its prompt. The generator ends it at its
