@@ -197,10 +197,16 @@ def raw_exchange(server, data, timeout=30):
     return said
 
 
-def generated_tokens(server):
+def metric(server, name):
     _, _, body = server.request("GET", "/metrics")
-    line = next(l for l in body.decode().splitlines() if l.startswith("tps_generated_tokens_total "))
-    return int(float(line.split()[1]))
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    fail(f"/metrics has no {name}")
+
+
+def generated_tokens(server):
+    return int(metric(server, "tps_generated_tokens_total"))
 
 
 def hostile_bodies(server):
@@ -357,14 +363,6 @@ def greedy_logprobs(server):
     if len(logprobs["tokens"]) < 4:
         fail(f"a greedy answer of up to 12 tokens gave {len(logprobs['tokens'])}: too few to compare")
     return logprobs
-
-
-def metric(server, name):
-    _, _, body = server.request("GET", "/metrics")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    fail(f"/metrics has no {name}")
 
 
 def restart_restores(args):
