@@ -102,7 +102,7 @@ TEST(DiskTier, EachBadFileGetsOneWarningAndIsNeverUsed) {
       {"KV type f16", [&](std::vector<char>& f) { header(f)->kv_type = static_cast<uint32_t>(KvType::f16); }},
       {"split", [&](std::vector<char>& f) { header(f)->split = static_cast<uint32_t>(SplitMode::layers); }},
       {"written for 4 rank(s)", [&](std::vector<char>& f) { header(f)->ranks = 4; }},
-      {"format version 2", [&](std::vector<char>& f) { header(f)->version = 2; }},
+      {"format version 1", [&](std::vector<char>& f) { header(f)->version = kDiskFormatVersion - 1; }},
       {"magic", [&](std::vector<char>& f) { f[0] = 'X'; }},
       {"bad checksum", [&](std::vector<char>& f) { f.back() ^= 0x10; }},
   };

@@ -396,24 +396,25 @@ TEST(Kernels, SwigluOfEveryIsaMatchesTheScalarReference) {
 }
 
 // A prefill tile's attention kernel gives each token's heads the bits
-// attend_block gives that token alone, for every type and instruction set:
+// attend_run gives that token alone, for every type and instruction set:
 // heads of 64 and of an odd size (a tail past the last 8 dimensions), tiles
-// of 1..9 tokens (rows not a multiple of 4), runs of a whole key block and
-// of a few lanes inside one, into cleared states and then into states of
-// earlier positions (the rescale of the old values).
-TEST(Kernels, AttendTileIsAttendBlockForEachToken) {
+// of 1..9 tokens (rows not a multiple of 4), runs of whole key blocks, of a
+// few lanes inside one and across a block's end, into cleared states and
+// then into states of earlier positions (the rescale of the old values).
+TEST(Kernels, AttendTileIsAttendRunForEachToken) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
-  const int heads = 3;
+  const int heads = 3, blocks = 3;
   for (Isa isa : supported_isas())
     for (int t = 0; t < kKvTypeCount; ++t)
       for (int hd : {64, 45}) {
         const KvType type = static_cast<KvType>(t);
         const int64_t floats = attention_state_floats(heads, hd);
-        // Two key blocks and their value rows.
-        std::vector<uint8_t> keys(2 * kv_key_block_bytes(type, hd)), rows(2 * kKeyBlock * kv_value_bytes(type, hd));
+        // Two runs' key blocks and their value rows.
+        std::vector<uint8_t> keys(2 * blocks * kv_key_block_bytes(type, hd)),
+            rows(2 * blocks * kKeyBlock * kv_value_bytes(type, hd));
         std::vector<float> x(hd);
-        for (int b = 0; b < 2; ++b)
+        for (int b = 0; b < 2 * blocks; ++b)
           for (int lane = 0; lane < kKeyBlock; ++lane) {
             for (float& f : x) f = normal(rng);
             store_keys(type, keys.data() + b * kv_key_block_bytes(type, hd), hd, lane, x.data());
@@ -421,7 +422,7 @@ TEST(Kernels, AttendTileIsAttendBlockForEachToken) {
             store_values(type, rows.data() + (b * kKeyBlock + lane) * kv_value_bytes(type, hd), hd, x.data());
           }
         for (int tokens : {1, 2, 5, 9})
-          for (auto [first, count] : {std::pair{0, 16}, std::pair{3, 9}, std::pair{15, 1}}) {
+          for (auto [first, count] : {std::pair{0, 48}, std::pair{3, 9}, std::pair{15, 1}, std::pair{5, 30}}) {
             std::vector<float> q(tokens * heads * hd), tiled(tokens * floats), alone(tokens * floats);
             for (float& f : q) f = normal(rng);
             std::vector<const float*> qs(tokens);
@@ -433,15 +434,16 @@ TEST(Kernels, AttendTileIsAttendBlockForEachToken) {
               clear_attention_state(attention_state(alone.data() + k * floats, heads), heads, hd);
             }
             const KernelSet& ks = kernel_set(isa);
-            for (int b = 0; b < 2; ++b) {
-              const uint8_t* kb = keys.data() + b * kv_key_block_bytes(type, hd);
-              const uint8_t* v[kKeyBlock];
+            for (int run = 0; run < 2; ++run) {
+              const uint8_t* kb[blocks];
+              for (int b = 0; b < blocks; ++b) kb[b] = keys.data() + (run * blocks + b) * kv_key_block_bytes(type, hd);
+              std::vector<const uint8_t*> v(count);
               for (int j = 0; j < count; ++j)
-                v[j] = rows.data() + (b * kKeyBlock + first + j) * kv_value_bytes(type, hd);
-              ks.attend_tile[t](qs.data(), tokens, heads, hd, kb, v, 0.125f, first, count, tile_states.data());
+                v[j] = rows.data() + (run * blocks * kKeyBlock + first + j) * kv_value_bytes(type, hd);
+              ks.attend_tile[t](qs.data(), tokens, heads, hd, kb, v.data(), 0.125f, first, count, tile_states.data());
               for (int k = 0; k < tokens; ++k) {
                 const AttentionState s = attention_state(alone.data() + k * floats, heads);
-                ks.attend_block[t](qs[k], heads, hd, kb, v, 0.125f, first, count, s.max, s.sum, s.acc);
+                ks.attend_run[t](qs[k], heads, hd, kb, v.data(), 0.125f, first, count, s.max, s.sum, s.acc);
               }
             }
             for (int64_t i = 0; i < tokens * floats; ++i)

@@ -1,8 +1,8 @@
 // The state of decode attention's online softmax for a group of query heads
 // over some positions (flash-decoding): per head the largest score seen,
 // the sum of e^(score - that max), and the values weighted by
-// e^(score - that max). A KernelSet's attend_block adds a key block to a
-// state; a run of positions' states merge in position order, and a sink
+// e^(score - that max). A KernelSet's attend_run adds a run of positions to
+// a state; a run of positions' states merge in position order, and a sink
 // (spec §2.3: a logit that joins only the denominator) finishes one.
 //
 // States of chunks of a fixed number of positions, merged in chunk order,

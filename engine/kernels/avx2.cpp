@@ -16,7 +16,7 @@ namespace avx2 {
 #include "engine/kernels/simd.inl"
 }  // namespace avx2
 
-const KernelSet kAvx2Kernels{Isa::avx2,  avx2::kQuantized, avx2::kFixed,       avx2::f32,        avx2::f16,
-                             avx2::bf16, avx2::swiglu,     avx2::kAttendBlock, avx2::kAttendTile};
+const KernelSet kAvx2Kernels{Isa::avx2,  avx2::kQuantized, avx2::kFixed,     avx2::f32,        avx2::f16,
+                             avx2::bf16, avx2::swiglu,     avx2::kAttendRun, avx2::kAttendTile};
 
 }  // namespace tps

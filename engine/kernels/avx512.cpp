@@ -16,7 +16,7 @@ namespace avx512 {
 #include "engine/kernels/simd.inl"
 }  // namespace avx512
 
-const KernelSet kAvx512Kernels{Isa::avx512,  avx512::kQuantized, avx512::kFixed,       avx512::f32,        avx512::f16,
-                               avx512::bf16, avx512::swiglu,     avx512::kAttendBlock, avx512::kAttendTile};
+const KernelSet kAvx512Kernels{Isa::avx512,  avx512::kQuantized, avx512::kFixed,     avx512::f32,        avx512::f16,
+                               avx512::bf16, avx512::swiglu,     avx512::kAttendRun, avx512::kAttendTile};
 
 }  // namespace tps

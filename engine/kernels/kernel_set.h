@@ -22,6 +22,9 @@
 namespace tps {
 
 enum class Isa { scalar, avx2, avx512 };
+
+// The most key blocks one attention run spans: a chunk of kv_pool.h's.
+constexpr int kAttendRunBlocks = 16;
 const char* isa_name(Isa isa);
 
 // T tokens' activations as the kernels take them: floats f [T][cols] and,
@@ -86,24 +89,27 @@ struct KernelSet {
                  float alpha, float limit, float* out);
   // Decode attention's one pass over a KV cache (kernels/kv_format.h; by
   // KvType), an online softmax: query heads [0, heads) (q
-  // [heads][head_dim]) that share a kv head take the positions of lanes
-  // [first, first + count) of key block kb (first + count <= kKeyBlock),
-  // whose value rows are v[0..count). Each head's state, of the positions it
-  // took before (kernels/attention_state.h): max[h] the largest score,
-  // sum[h] the sum of e^(score - max[h]), acc[h * head_dim + i] the values
-  // weighted by e^(score - max[h]); a score is scale x (q_h . key). The
-  // scalar set's sums go in the plain loop's order (dimensions, then
-  // positions); for quantized keys (q8_0, q4_0), the codes' products by
-  // blocks of 32 dimensions, each block's times its scale.
-  using AttendBlock = void (*)(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
-                               float scale, int first, int count, float* max, float* sum, float* acc);
-  std::array<AttendBlock, kKvTypeCount> attend_block;
-  // attend_block for each of `tokens` queries q[t] ([heads][head_dim]) into
-  // states[t], with each row's arithmetic attend_block's for its token alone
-  // (the same bits), but the key block and its values read and widened once
+  // [heads][head_dim]) that share a kv head take a run of positions, the
+  // lanes [first, first + count) of the key blocks kb[0], kb[1], ... in
+  // order (first < kKeyBlock, first + count <= kAttendRunBlocks x
+  // kKeyBlock), whose value rows are v[0..count). Each head's state, of the
+  // positions it took before (kernels/attention_state.h): max[h] the
+  // largest score, sum[h] the sum of e^(score - max[h]), acc[h * head_dim +
+  // i] the values weighted by e^(score - max[h]); a score is scale x (q_h .
+  // key). The scalar set takes the run a key block at a time, its sums in
+  // the plain loop's order (dimensions, then positions); for quantized keys
+  // (q8_0, q4_0), the codes' products by blocks of 32 dimensions, each
+  // block's times its scale. The vector sets take the run's scores first,
+  // then one softmax step a head, then the values.
+  using AttendRun = void (*)(const float* q, int heads, int head_dim, const uint8_t* const* kb, const uint8_t* const* v,
+                             float scale, int first, int count, float* max, float* sum, float* acc);
+  std::array<AttendRun, kKvTypeCount> attend_run;
+  // attend_run for each of `tokens` queries q[t] ([heads][head_dim]) into
+  // states[t], with each row's arithmetic attend_run's for its token alone
+  // (the same bits), but the run's keys and values read and widened once
   // for all of them: prefill's tiles of tokens that all see a chunk
-  // (engine/step/forward.cpp). The scalar set calls attend_block per token.
-  using AttendTile = void (*)(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* kb,
+  // (engine/step/forward.cpp). The scalar set calls attend_run per token.
+  using AttendTile = void (*)(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* const* kb,
                               const uint8_t* const* v, float scale, int first, int count, const AttentionState* states);
   std::array<AttendTile, kKvTypeCount> attend_tile;
 };

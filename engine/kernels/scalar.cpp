@@ -232,12 +232,24 @@ void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, co
   }
 }
 
-// The reference for a tile: attend_block for each token alone.
+// A run a key block at a time: its lanes [first, first + count) of the
+// blocks kb[0], kb[1], ...
 template <KvType T>
-void attend_tile(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
-                 float scale, int first, int count, const AttentionState* states) {
+void attend_run(const float* q, int heads, int head_dim, const uint8_t* const* kb, const uint8_t* const* v, float scale,
+                int first, int count, float* max, float* sum, float* acc) {
+  for (int b = 0, p = first; p < first + count; ++b) {
+    const int lane = p - b * kKeyBlock, take = std::min(kKeyBlock - lane, first + count - p);
+    attend_block<T>(q, heads, head_dim, kb[b], v + (p - first), scale, lane, take, max, sum, acc);
+    p += take;
+  }
+}
+
+// The reference for a tile: attend_run for each token alone.
+template <KvType T>
+void attend_tile(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* const* kb,
+                 const uint8_t* const* v, float scale, int first, int count, const AttentionState* states) {
   for (int t = 0; t < tokens; ++t)
-    attend_block<T>(q[t], heads, head_dim, kb, v, scale, first, count, states[t].max, states[t].sum, states[t].acc);
+    attend_run<T>(q[t], heads, head_dim, kb, v, scale, first, count, states[t].max, states[t].sum, states[t].acc);
 }
 
 }  // namespace
@@ -249,8 +261,8 @@ const KernelSet kScalarKernels{Isa::scalar,
                                f16,
                                bf16,
                                swiglu,
-                               {attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>,
-                                attend_block<KvType::q8_0>, attend_block<KvType::q4_0>},
+                               {attend_run<KvType::f32>, attend_run<KvType::f16>, attend_run<KvType::bf16>,
+                                attend_run<KvType::q8_0>, attend_run<KvType::q4_0>},
                                {attend_tile<KvType::f32>, attend_tile<KvType::f16>, attend_tile<KvType::bf16>,
                                 attend_tile<KvType::q8_0>, attend_tile<KvType::q4_0>}};
 

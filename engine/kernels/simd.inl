@@ -842,13 +842,13 @@ struct WideKeys {
   }
 };
 
-// H query rows' scores of a key block's 16 lanes, unscaled, into s[h][16]:
+// H query rows' scores of a key block's 16 lanes, unscaled, into s[h][0..16):
 // 2H chains of multiply-adds over the dimensions, enough (8 for H = 4) to
 // hide their latency. Quantized codes by blocks of 32 dimensions, each
 // block's sums times its scales (as the scalar kernel). A row's chains do
 // not depend on the others: its scores are the same bits in any group.
 template <KvType T, int H, typename Keys>
-void score_rows(const float* const* q, int head_dim, const Keys& keys, float (*s)[16]) {
+void score_rows(const float* const* q, int head_dim, const Keys& keys, float* const* s) {
   __m256 acc[H][2];
   for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
   if constexpr (kv_quantized(T)) {
@@ -887,28 +887,9 @@ void score_rows(const float* const* q, int head_dim, const Keys& keys, float (*s
   for (int h = 0; h < H; ++h) _mm256_storeu_ps(s[h], acc[h][0]), _mm256_storeu_ps(s[h] + 8, acc[h][1]);
 }
 
-// `rows` query rows' scores, up to 4 at a time (row r's in s[r % 4]), each
-// group handed to step(r, s[k]) as it is scored.
-template <KvType T, typename Keys, typename Row, typename Step>
-void score_in_fours(int rows, int head_dim, const Keys& keys, Row row, Step step) {
-  float s[4][16];
-  for (int r = 0; r < rows;) {
-    const int take = std::min(4, rows - r);
-    const float* q[4];
-    for (int k = 0; k < take; ++k) q[k] = row(r + k);
-    switch (take) {
-      case 4: score_rows<T, 4>(q, head_dim, keys, s); break;
-      case 3: score_rows<T, 3>(q, head_dim, keys, s); break;
-      case 2: score_rows<T, 2>(q, head_dim, keys, s); break;
-      default: score_rows<T, 1>(q, head_dim, keys, s); break;
-    }
-    for (int k = 0; k < take; ++k, ++r) step(r, s[k]);
-  }
-}
-
-// The value rows v[0..count) of a key block's run as the cache holds them:
-// dimensions [i, i + 8) of row j widened (the codes, for the quantized
-// types), block b of 32 dimensions' scale, and one element.
+// The value rows v[0..count) of a run as the cache holds them: dimensions
+// [i, i + 8) of row j widened (the codes, for the quantized types), block b
+// of 32 dimensions' scale, and one element.
 template <KvType T>
 struct CacheValues {
   const uint8_t* const* v;
@@ -941,90 +922,159 @@ struct WideValues {
   float at(int j, int i) const { return cache.at(j, i); }
 };
 
-// Dimensions [i0, i0 + 8V) of one head's weighted values: the state's
-// times `old` (unless 1), plus w[j] x v[j] for j < n in position order, in
-// V chains (8 for a head of 64); for the quantized types (w[j] x scale) x
-// code, not the scalar set's w[j] x (scale x code): within 2e-5 of it in
-// the tests. i0 a multiple of 32 when V > 4 (the dimensions in whole
-// blocks of 32), else of 8 (within one block).
-template <KvType T, int V, typename Values>
-void add_value_dims(const float* w, float old, const Values& v, int n, int i0, float* acc) {
-  __m256 a[V];
-  const __m256 o = _mm256_set1_ps(old);
-  for (int r = 0; r < V; ++r) {
-    a[r] = _mm256_loadu_ps(acc + i0 + 8 * r);
-    if (old != 1.0f) a[r] = _mm256_mul_ps(a[r], o);
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// One row's step of the online softmax over a run's lanes: s[0, lanes) its
+// unscaled scores, of which [first, end) are the run's positions. They
+// become the weights e^(scale x score - max) (the others 0), max and sum
+// the state's with them; returns e^(old max - new max), what the state's
+// values are scaled by (0 for a state of no positions).
+inline float softmax_step(float* s, int first, int end, int lanes, float scale, float& max, float& sum) {
+  for (int p = 0; p < first; ++p) s[p] = -INFINITY;
+  for (int p = end; p < lanes; ++p) s[p] = -INFINITY;
+  const __m256 sc = _mm256_set1_ps(scale), low = _mm256_set1_ps(-INFINITY);
+  __m256 top = low;
+  for (int p = 0; p < lanes; p += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + p), sc);
+    _mm256_storeu_ps(s + p, x);
+    top = _mm256_max_ps(top, x);
   }
+  const float m = std::max(max, hmax(top)), old = std::exp(max - m);
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 total = _mm256_setzero_ps();
+  for (int p = 0; p < lanes; p += 8) {
+    const __m256 x = _mm256_loadu_ps(s + p);
+    // exp256 of -inf is e^-87, not 0: the lanes outside the run are masked.
+    const __m256 w = _mm256_and_ps(exp256(_mm256_sub_ps(x, mv)), _mm256_cmp_ps(x, low, _CMP_GT_OQ));
+    _mm256_storeu_ps(s + p, w);
+    total = _mm256_add_ps(total, w);
+  }
+  max = m, sum = sum * old + hsum(total);
+  return old;
+}
+
+// Dimensions [i0, i0 + 8V) of H rows' weighted values: each row's acc times
+// old[h], plus w[h][j] x v[j] for j < n in position order, in HV chains
+// (8 for 4 rows and 16 dimensions). Each value vector is read and widened
+// once for the H rows. For the quantized types w holds each weight times
+// its row's scale of these dimensions, v the codes.
+template <int H, int V, typename Values>
+void add_values(const float* const* w, const float* old, const Values& v, int n, int i0, float* const* acc) {
+  __m256 a[H][V];
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < V; ++r) a[h][r] = _mm256_mul_ps(_mm256_loadu_ps(acc[h] + i0 + 8 * r), _mm256_set1_ps(old[h]));
   for (int j = 0; j < n; ++j) {
-    if constexpr (kv_quantized(T)) {
-      // The weight times each 32 dimensions' scale once, then the codes
-      // widened only: a multiply per 32 dimensions, not per 8.
-      constexpr int kBlocks = (8 * V + kKvScaleBlock - 1) / kKvScaleBlock;
-      __m256 ws[kBlocks];
-#pragma GCC unroll 2
-      for (int b = 0; b < kBlocks; ++b) ws[b] = _mm256_set1_ps(w[j] * v.scale(j, i0 / kKvScaleBlock + b));
-#pragma GCC unroll 8
-      for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(ws[8 * r / kKvScaleBlock], v.load(j, i0 + 8 * r), a[r]);
-    } else {
-      const __m256 wj = _mm256_broadcast_ss(w + j);
-#pragma GCC unroll 8
-      for (int r = 0; r < V; ++r) a[r] = _mm256_fmadd_ps(wj, v.load(j, i0 + 8 * r), a[r]);
+    __m256 x[V];
+    for (int r = 0; r < V; ++r) x[r] = v.load(j, i0 + 8 * r);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m256 wj = _mm256_broadcast_ss(w[h] + j);
+      for (int r = 0; r < V; ++r) a[h][r] = _mm256_fmadd_ps(wj, x[r], a[h][r]);
     }
   }
-  for (int r = 0; r < V; ++r) _mm256_storeu_ps(acc + i0 + 8 * r, a[r]);
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < V; ++r) _mm256_storeu_ps(acc[h] + i0 + 8 * r, a[h][r]);
 }
 
-// One head's step of the online softmax over lanes [first, first + count)
-// of its 16 unscaled scores s: the new max, the weights e^(score - max)
-// (exp256; lanes outside the run 0), the state's sum and values rescaled.
-template <KvType T, typename Values>
-void attend_head(float* s, int head_dim, const Values& v, float scale, int first, int count, float& max, float& sum,
-                 float* acc) {
-  const __m256 inside0 = _mm256_castsi256_ps(
-      _mm256_and_si256(_mm256_castps_si256(lane_mask(first + count)),
-                       _mm256_xor_si256(_mm256_castps_si256(lane_mask(first)), _mm256_set1_epi32(-1))));
-  const __m256 inside1 = _mm256_castsi256_ps(
-      _mm256_and_si256(_mm256_castps_si256(lane_mask(first + count - 8)),
-                       _mm256_xor_si256(_mm256_castps_si256(lane_mask(first - 8)), _mm256_set1_epi32(-1))));
-  const __m256 sc = _mm256_set1_ps(scale), low = _mm256_set1_ps(-INFINITY);
-  const __m256 s0 = _mm256_blendv_ps(low, _mm256_mul_ps(_mm256_loadu_ps(s), sc), inside0);
-  const __m256 s1 = _mm256_blendv_ps(low, _mm256_mul_ps(_mm256_loadu_ps(s + 8), sc), inside1);
-  float lanes[8], m = max;
-  _mm256_storeu_ps(lanes, _mm256_max_ps(s0, s1));
-  for (float l : lanes) m = std::max(m, l);
-  const float old = std::exp(max - m);  // 0 for a state of no positions
-  const __m256 mv = _mm256_set1_ps(m);
-  const __m256 w0 = _mm256_and_ps(exp256(_mm256_sub_ps(s0, mv)), inside0);
-  const __m256 w1 = _mm256_and_ps(exp256(_mm256_sub_ps(s1, mv)), inside1);
-  max = m, sum = sum * old + hsum(_mm256_add_ps(w0, w1));
-  float w[16];
-  _mm256_storeu_ps(w, w0), _mm256_storeu_ps(w + 8, w1);
-  int i = 0;
-  for (; i + 64 <= head_dim; i += 64) add_value_dims<T, 8>(w + first, old, v, count, i, acc);
-  for (; i + 8 <= head_dim; i += 8) add_value_dims<T, 1>(w + first, old, v, count, i, acc);
-  for (; i < head_dim; ++i) {
-    float a = acc[i] * old;
-    for (int j = 0; j < count; ++j) a += w[first + j] * v.at(j, i);
-    acc[i] = a;
+// H query rows' states, each the online softmax of its own query.
+template <int H>
+struct Rows {
+  const float* q[H];
+  float *max[H], *sum[H], *acc[H];
+};
+
+// The positions [first, end) of a run's lanes (its key blocks' lanes in
+// order, key block b = keys(b)), whose value rows are v[0, end - first),
+// added to H rows' states: all the run's scores first, then one softmax
+// step per row, then the values -- the state's max, rescale and sums once
+// a run, not once a key block, and each key and value vector widened once
+// for the H rows. The sums' order does not depend on H or on which rows
+// share a call: a row's bits are the same alone.
+template <KvType T, int H, typename KeysOf, typename Values>
+void attend_rows(const Rows<H>& rows, int head_dim, KeysOf keys, const Values& v, float scale, int first, int end) {
+  const int lanes = (end + kKeyBlock - 1) / kKeyBlock * kKeyBlock, count = end - first;
+  alignas(32) float s[H][kAttendRunBlocks * kKeyBlock];
+  for (int b = 0; b * kKeyBlock < end; ++b) {
+    float* out[H];
+    for (int h = 0; h < H; ++h) out[h] = s[h] + b * kKeyBlock;
+    score_rows<T, H>(rows.q, head_dim, keys(b), out);
+  }
+  float old[H];
+  for (int h = 0; h < H; ++h) old[h] = softmax_step(s[h], first, end, lanes, scale, *rows.max[h], *rows.sum[h]);
+  const float* w[H];
+  for (int h = 0; h < H; ++h) w[h] = s[h] + first;
+  // Dimensions [lo, hi) with weights ws: by 16, then 8, then one at a time.
+  auto add = [&](const float* const* ws, int lo, int hi) {
+    int i = lo;
+    for (; i + 16 <= hi; i += 16) add_values<H, 2>(ws, old, v, count, i, rows.acc);
+    for (; i + 8 <= hi; i += 8) add_values<H, 1>(ws, old, v, count, i, rows.acc);
+    for (; i < hi; ++i)
+      for (int h = 0; h < H; ++h) {
+        float a = rows.acc[h][i] * old[h];
+        for (int j = 0; j < count; ++j) a += w[h][j] * v.at(j, i);
+        rows.acc[h][i] = a;
+      }
+  };
+  if constexpr (kv_quantized(T)) {
+    // A block of 32 dimensions at a time, its rows' scales in the weights.
+    alignas(32) float ws[H][kAttendRunBlocks * kKeyBlock], scales[kAttendRunBlocks * kKeyBlock];
+    const float* wsp[H];
+    for (int h = 0; h < H; ++h) wsp[h] = ws[h];
+    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
+      for (int j = 0; j < count; ++j) scales[j] = v.scale(j, b);
+      for (int h = 0; h < H; ++h)
+        for (int j = 0; j < count; ++j) ws[h][j] = w[h][j] * scales[j];
+      add(wsp, b * kKvScaleBlock, std::min(head_dim, (b + 1) * kKvScaleBlock));
+    }
+  } else {
+    add(w, 0, head_dim);
   }
 }
 
-// Heads 4 at a time: a key block's dimension is widened once for 4 heads'
-// scores; then each head's softmax step and values.
-template <KvType T>
-void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v, float scale,
-                  int first, int count, float* max, float* sum, float* acc) {
-  const CacheValues<T> values{v, head_dim};
-  score_in_fours<T>(
-      heads, head_dim, CacheKeys<T>{kb, head_dim}, [&](int h) { return q + h * head_dim; },
-      [&](int h, float* s) {
-        attend_head<T>(s, head_dim, values, scale, first, count, max[h], sum[h], acc + int64_t{h} * head_dim);
-      });
+// rows(r, std::integral_constant<int, H>) for rows [r, r + H) of `count`,
+// H = 4 while 4 remain.
+template <typename Group>
+void in_fours(int count, Group group) {
+  for (int r = 0; r < count;) {
+    const int take = std::min(4, count - r);
+    switch (take) {
+      case 4: group(r, std::integral_constant<int, 4>{}); break;
+      case 3: group(r, std::integral_constant<int, 3>{}); break;
+      case 2: group(r, std::integral_constant<int, 2>{}); break;
+      default: group(r, std::integral_constant<int, 1>{}); break;
+    }
+    r += take;
+  }
 }
 
-// The widest head a tile widens its key block for (the buffers' size, on the
-// stack); wider ones take attend_block a token at a time.
-constexpr int kWideDims = 256;
+// Heads 4 at a time over the run, its keys and values read from the cache.
+template <KvType T>
+void attend_run(const float* q, int heads, int head_dim, const uint8_t* const* kb, const uint8_t* const* v, float scale,
+                int first, int count, float* max, float* sum, float* acc) {
+  const CacheValues<T> values{v, head_dim};
+  in_fours(heads, [&](int h0, auto group) {
+    constexpr int H = decltype(group)::value;
+    Rows<H> rows;
+    for (int h = 0; h < H; ++h)
+      rows.q[h] = q + (h0 + h) * head_dim, rows.max[h] = max + h0 + h, rows.sum[h] = sum + h0 + h,
+      rows.acc[h] = acc + int64_t{h0 + h} * head_dim;
+    attend_rows<T, H>(
+        rows, head_dim,
+        [&](int b) {
+          return CacheKeys<T>{kb[b], head_dim};
+        },
+        values, scale, first, first + count);
+  });
+}
+
+// The widest head a tile widens its run for (the buffers' size, on the
+// stack: gpt-oss's 64); wider ones take attend_run a token at a time.
+constexpr int kWideDims = 64;
 
 // A key block's keys widened (kernels/kv_format.h): k[i][16], and for the
 // quantized types scale[b][16] of each 32 dimensions.
@@ -1055,39 +1105,49 @@ void widen_values(const CacheValues<T>& v, int count, int stride, int blocks, fl
   }
 }
 
-// attend_block for each of `tokens` queries q[t] with states[t], a key
-// block widened once for all of them: its keys, then its values, are read
-// and widened once, and the tokens' heads scored 4 rows at a time from
-// the floats. Each row's arithmetic is attend_block's for its token alone.
+// attend_run for each of `tokens` queries q[t] with states[t], the run
+// widened once for all of them: its keys, then its values, are read and
+// widened once, and the tokens' heads take them 4 rows at a time from the
+// floats. Each row's arithmetic is attend_run's for its token alone.
 template <KvType T>
-void attend_tile(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v,
-                 float scale, int first, int count, const AttentionState* states) {
+void attend_tile(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* const* kb,
+                 const uint8_t* const* v, float scale, int first, int count, const AttentionState* states) {
   if (head_dim > kWideDims) {
     for (int t = 0; t < tokens; ++t)
-      attend_block<T>(q[t], heads, head_dim, kb, v, scale, first, count, states[t].max, states[t].sum, states[t].acc);
+      attend_run<T>(q[t], heads, head_dim, kb, v, scale, first, count, states[t].max, states[t].sum, states[t].acc);
     return;
   }
-  constexpr int kBlocks = kWideDims / kKvScaleBlock;
-  float k[kKeyBlock * kWideDims], k_scale[kKeyBlock * kBlocks], rows[kKeyBlock * kWideDims],
-      row_scales[kKeyBlock * kBlocks];
+  constexpr int kBlocks = kWideDims / kKvScaleBlock, kLanes = kAttendRunBlocks * kKeyBlock;
+  float k[kLanes * kWideDims], k_scale[kLanes * kBlocks], rows[kLanes * kWideDims], row_scales[kLanes * kBlocks];
   const int blocks = (head_dim + kKvScaleBlock - 1) / kKvScaleBlock;
+  const int64_t key_floats = int64_t{kKeyBlock} * head_dim, scale_floats = kKeyBlock * blocks;
+  for (int b = 0; b * kKeyBlock < first + count; ++b)
+    widen_keys<T>(kb[b], head_dim, k + b * key_floats, k_scale + b * scale_floats);
   const CacheValues<T> cache{v, head_dim};
-  widen_keys<T>(kb, head_dim, k, k_scale);
   widen_values<T>(cache, count, head_dim, blocks, rows, row_scales);
   const WideValues<T> values{rows, row_scales, head_dim, blocks, cache};
-  score_in_fours<T>(
-      tokens * heads, head_dim, WideKeys{k, k_scale}, [&](int r) { return q[r / heads] + (r % heads) * head_dim; },
-      [&](int r, float* s) {
-        const AttentionState& st = states[r / heads];
-        const int h = r % heads;
-        attend_head<T>(s, head_dim, values, scale, first, count, st.max[h], st.sum[h], st.acc + int64_t{h} * head_dim);
-      });
+  in_fours(tokens * heads, [&](int r0, auto group) {
+    constexpr int H = decltype(group)::value;
+    Rows<H> rs;
+    for (int h = 0; h < H; ++h) {
+      const int r = r0 + h, head = r % heads;
+      const AttentionState& st = states[r / heads];
+      rs.q[h] = q[r / heads] + head * head_dim, rs.max[h] = st.max + head, rs.sum[h] = st.sum + head,
+      rs.acc[h] = st.acc + int64_t{head} * head_dim;
+    }
+    attend_rows<T, H>(
+        rs, head_dim,
+        [&](int b) {
+          return WideKeys{k + b * key_floats, k_scale + b * scale_floats};
+        },
+        values, scale, first, first + count);
+  });
 }
 
 // The attention kernels by KvType.
-constexpr std::array<KernelSet::AttendBlock, kKvTypeCount> kAttendBlock = {
-    attend_block<KvType::f32>, attend_block<KvType::f16>, attend_block<KvType::bf16>, attend_block<KvType::q8_0>,
-    attend_block<KvType::q4_0>};
+constexpr std::array<KernelSet::AttendRun, kKvTypeCount> kAttendRun = {
+    attend_run<KvType::f32>, attend_run<KvType::f16>, attend_run<KvType::bf16>, attend_run<KvType::q8_0>,
+    attend_run<KvType::q4_0>};
 constexpr std::array<KernelSet::AttendTile, kKvTypeCount> kAttendTile = {
     attend_tile<KvType::f32>, attend_tile<KvType::f16>, attend_tile<KvType::bf16>, attend_tile<KvType::q8_0>,
     attend_tile<KvType::q4_0>};

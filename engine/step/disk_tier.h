@@ -55,7 +55,8 @@ struct DiskHeader {
 };
 static_assert(sizeof(DiskHeader) == 64);
 inline constexpr char kDiskMagic[8] = {'T', 'P', 'S', 'K', 'V', 'B', 'L', 'K'};
-inline constexpr uint32_t kDiskFormatVersion = 1;
+// 2: pages hold each kv head's key block and value rows together (KvPool).
+inline constexpr uint32_t kDiskFormatVersion = 2;
 
 class DiskTier {
  public:

@@ -1,6 +1,7 @@
 #include "engine/step/kv_pool.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "runtime/log.h"
@@ -43,12 +44,11 @@ KvPool::KvPool(const ModelConfig& c, const Shard& s, KvType type, int full_block
 }
 
 void KvPool::store(int layer, int block, int lane, const float* k, const float* v) {
-  uint8_t* keys = page(layer, block);
-  uint8_t* values = keys + kv_heads_ * key_block_bytes_ + int64_t{lane} * kv_heads_ * value_bytes_;
   int clamped = 0;
   for (int g = 0; g < kv_heads_; ++g) {
-    clamped += store_keys(type_, keys + g * key_block_bytes_, hd_, lane, k + g * hd_);
-    clamped += store_values(type_, values + g * value_bytes_, hd_, v + g * hd_);
+    clamped += store_keys(type_, head_keys(layer, block, g), hd_, lane, k + g * hd_);
+    clamped +=
+        store_values(type_, head_keys(layer, block, g) + key_block_bytes_ + lane * value_bytes_, hd_, v + g * hd_);
   }
   if (clamped > 0 && !warned_) {  // once: a model that overflows the type does it at every token
     warned_ = true;
@@ -74,38 +74,35 @@ void KvPool::copy_in(bool sliding, int block, const uint8_t* from) {
     }
 }
 
-template <typename Attend>
-void KvPool::each_block(int layer, std::span<const int32_t> table, int block0, int g, int first, int last,
-                        Attend attend) const {
-  // A key block at a time, of which the visible positions take a run.
-  for (int s = first; s <= last;) {
-    const int lane = s % kKvBlock, take = std::min(kKvBlock - lane, last - s + 1);
-    const uint8_t* page_at = page(layer, table[s / kKvBlock - block0]);
-    const uint8_t* values[kKvBlock];
-    for (int j = 0; j < take; ++j)
-      values[j] = page_at + kv_heads_ * key_block_bytes_ + ((lane + j) * kv_heads_ + g) * value_bytes_;
-    attend(page_at + g * key_block_bytes_, values, lane, take);
-    s += take;
+int KvPool::run_of(int layer, std::span<const int32_t> table, int block0, int g, int first, int last,
+                   const uint8_t** keys, const uint8_t** values) const {
+  assert(chunk_first(first, 0) == first && chunk_last(first, last, 0) == last);
+  const int b0 = first / kKvBlock;
+  for (int b = b0; b <= last / kKvBlock; ++b) {
+    const uint8_t* at = head_keys(layer, table[b - block0], g);
+    keys[b - b0] = at;
+    for (int p = std::max(first, b * kKvBlock); p <= std::min(last, b * kKvBlock + kKvBlock - 1); ++p)
+      values[p - first] = at + key_block_bytes_ + (p % kKvBlock) * value_bytes_;
   }
+  return first - b0 * kKvBlock;
 }
 
 void KvPool::attend_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
                           int heads, int g, int first, int last, float scale, AttentionState state) const {
   clear_attention_state(state, heads, hd_);
-  const KernelSet::AttendBlock attend_block = k.attend_block[static_cast<int>(type_)];
-  each_block(layer, table, block0, g, first, last, [&](const uint8_t* kb, const uint8_t* const* v, int lane, int take) {
-    attend_block(q, heads, hd_, kb, v, scale, lane, take, state.max, state.sum, state.acc);
-  });
+  const uint8_t *keys[kAttendRunBlocks], *values[kAttentionChunk];
+  const int lane = run_of(layer, table, block0, g, first, last, keys, values);
+  k.attend_run[static_cast<int>(type_)](q, heads, hd_, keys, values, scale, lane, last - first + 1, state.max,
+                                        state.sum, state.acc);
 }
 
 void KvPool::attend_tile_chunk(const KernelSet& k, int layer, std::span<const int32_t> table, int block0,
                                const float* const* q, int tokens, int heads, int g, int first, int last, float scale,
                                const AttentionState* states) const {
   for (int t = 0; t < tokens; ++t) clear_attention_state(states[t], heads, hd_);
-  const KernelSet::AttendTile attend_tile = k.attend_tile[static_cast<int>(type_)];
-  each_block(layer, table, block0, g, first, last, [&](const uint8_t* kb, const uint8_t* const* v, int lane, int take) {
-    attend_tile(q, tokens, heads, hd_, kb, v, scale, lane, take, states);
-  });
+  const uint8_t *keys[kAttendRunBlocks], *values[kAttentionChunk];
+  const int lane = run_of(layer, table, block0, g, first, last, keys, values);
+  k.attend_tile[static_cast<int>(type_)](q, tokens, heads, hd_, keys, values, scale, lane, last - first + 1, states);
 }
 
 void KvPool::attend(const KernelSet& k, int layer, std::span<const int32_t> table, int block0, const float* q,
