@@ -14,9 +14,9 @@
 // registers) and then its kKvBlock value rows, in the pool's KvType
 // (kernels/kv_format.h), so what one head's attention reads of a block is
 // one contiguous run the hardware prefetchers follow (value rows
-// interleaved by kv head read 1.5-1.7x slower at 32k positions). Keys and values are stored converted; attention
-// reads them as the kernels widen them to f32. The pool is the
-// rank's own memory (its NUMA node, as the rank's memory policy places it),
+// interleaved by kv head read 1.4x slower at 32k positions). Keys and
+// values are stored converted; attention reads them as the kernels widen
+// them to f32. The pool is the rank's own memory (its NUMA node, as the rank's memory policy places it),
 // and holds only the shard's layers and KV heads. The arithmetic is the
 // kernels' (kernels/kernel_set.h): with the scalar set, the bits of the
 // obvious loops.
