@@ -5,7 +5,8 @@
 //     int8 products on integer units (VNNI where the CPU has it);
 //   float weights (F32, F16, BF16) x float activations, a row at a time;
 // the experts' activation between their two products, elementwise; and
-// attention over a KV cache block by block (engine/step/kv_pool.h).
+// attention over a KV cache a chunk of positions at a time
+// (engine/step/kv_pool.h).
 // The scalar set is the reference every other set is tested against.
 #pragma once
 

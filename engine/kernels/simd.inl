@@ -1036,8 +1036,8 @@ void attend_rows(const Rows<H>& rows, int head_dim, KeysOf keys, const Values& v
   }
 }
 
-// rows(r, std::integral_constant<int, H>) for rows [r, r + H) of `count`,
-// H = 4 while 4 remain.
+// group(r, std::integral_constant<int, H>{}) for rows [r, r + H) of
+// `count`, H = 4 while 4 remain.
 template <typename Group>
 void in_fours(int count, Group group) {
   for (int r = 0; r < count;) {
