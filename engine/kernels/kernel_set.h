@@ -23,10 +23,10 @@
 namespace tps {
 
 enum class Isa { scalar, avx2, avx512 };
+const char* isa_name(Isa isa);
 
 // The most key blocks one attention run spans: a chunk of kv_pool.h's.
 constexpr int kAttendRunBlocks = 16;
-const char* isa_name(Isa isa);
 
 // T tokens' activations as the kernels take them: floats f [T][cols] and,
 // for quantized weights, the same quantized to int8 by blocks of 32 (scale

@@ -46,9 +46,9 @@ KvPool::KvPool(const ModelConfig& c, const Shard& s, KvType type, int full_block
 void KvPool::store(int layer, int block, int lane, const float* k, const float* v) {
   int clamped = 0;
   for (int g = 0; g < kv_heads_; ++g) {
-    clamped += store_keys(type_, head_keys(layer, block, g), hd_, lane, k + g * hd_);
-    clamped +=
-        store_values(type_, head_keys(layer, block, g) + key_block_bytes_ + lane * value_bytes_, hd_, v + g * hd_);
+    uint8_t* keys = head_keys(layer, block, g);
+    clamped += store_keys(type_, keys, hd_, lane, k + g * hd_);
+    clamped += store_values(type_, value_row(keys, lane), hd_, v + g * hd_);
   }
   if (clamped > 0 && !warned_) {  // once: a model that overflows the type does it at every token
     warned_ = true;
@@ -79,10 +79,10 @@ int KvPool::run_of(int layer, std::span<const int32_t> table, int block0, int g,
   assert(chunk_first(first, 0) == first && chunk_last(first, last, 0) == last);
   const int b0 = first / kKvBlock;
   for (int b = b0; b <= last / kKvBlock; ++b) {
-    const uint8_t* at = head_keys(layer, table[b - block0], g);
+    uint8_t* at = head_keys(layer, table[b - block0], g);
     keys[b - b0] = at;
     for (int p = std::max(first, b * kKvBlock); p <= std::min(last, b * kKvBlock + kKvBlock - 1); ++p)
-      values[p - first] = at + key_block_bytes_ + (p % kKvBlock) * value_bytes_;
+      values[p - first] = value_row(at, p % kKvBlock);
   }
   return first - b0 * kKvBlock;
 }

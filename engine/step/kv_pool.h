@@ -124,6 +124,8 @@ class KvPool {
   uint8_t* head_keys(int layer, int block, int g) const {
     return page(layer, block) + g * (key_block_bytes_ + kKvBlock * value_bytes_);
   }
+  // The value row of lane `lane` after a kv head's key block `keys`.
+  uint8_t* value_row(uint8_t* keys, int lane) const { return keys + key_block_bytes_ + lane * value_bytes_; }
 
   struct Place {
     int64_t first_page = -1;  // of the layer's pages in memory_; -1: not the shard's
