@@ -1,13 +1,14 @@
 // What a Responses API request's generated tokens say, as output items,
 // built token by token: each harmony message of the output is one item --
 // the analysis channel a `reasoning` item (its text as reasoning_text
-// content), a message to functions.NAME a `function_call` (call_id, name,
-// arguments), anything else the assistant says (final, commentary
-// preambles, output that does not follow harmony) a `message` of
-// output_text. Each token gives the stream events it causes (output_item
-// added/done, content_part added/done, the text, reasoning and argument
-// deltas and their .done), without sequence numbers: the stream numbers
-// them. Text is never split inside a UTF-8 character.
+// content, and as encrypted_content when asked), a message to
+// functions.NAME a `function_call` (call_id, name, arguments), anything
+// else the assistant says (final, commentary preambles, output that does
+// not follow harmony) a `message` of output_text. Each token gives the
+// stream events it causes (output_item added/done, content_part
+// added/done, the text, reasoning and argument deltas and their .done),
+// without sequence numbers: the stream numbers them. Text is never split
+// inside a UTF-8 character.
 //
 // It also cuts the output's token ids into messages (MessageIds) for the
 // next turn: the first continues the prompt's "<|start|>assistant" (the
@@ -28,8 +29,9 @@ namespace tps {
 class ResponseOutput {
  public:
   // ids: what item ids and call ids are made of (unique per response);
-  // tail: the prompt's last ids, which the first output message continues.
-  ResponseOutput(const Tokenizer& tokenizer, std::string ids, std::vector<int32_t> tail);
+  // tail: the prompt's last ids, which the first output message continues;
+  // sealed: reasoning items carry encrypted_content (serve/reasoning_blob.h).
+  ResponseOutput(const Tokenizer& tokenizer, std::string ids, std::vector<int32_t> tail, bool sealed);
 
   // A generated token; the events it causes.
   std::vector<nlohmann::ordered_json> push(int32_t id);
@@ -53,6 +55,7 @@ class ResponseOutput {
 
   const Tokenizer& tok_;
   std::string ids_;
+  bool sealed_;
   HarmonyStream harmony_;
   nlohmann::ordered_json items_ = nlohmann::ordered_json::array();
   // The item being written.

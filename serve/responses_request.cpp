@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 
 #include "engine/sched/constraint.h"
 #include "runtime/error.h"
 #include "serve/json_fields.h"
+#include "serve/reasoning_blob.h"
 #include "serve/request_fields.h"
 #include "serve/tool_schema.h"
 
@@ -51,6 +53,18 @@ void add_message(ResponsesRequest& r, HarmonyMessage m, std::string answers = ""
   r.output_calls.push_back(std::move(answers));
 }
 
+// A reasoning item's encrypted_content as the text tps put there ("" without one).
+std::string sealed_reasoning(const json& item, const std::string& param) {
+  const auto it = item.find("encrypted_content");
+  if (it == item.end() || it->is_null()) return "";
+  std::optional<std::string> text = it->is_string() ? reasoning_of_blob(it->get<std::string>()) : std::nullopt;
+  if (!text)
+    throw bad_param(param + ".encrypted_content",
+                    cat("'", param, ".encrypted_content' is not one tps made (it reads only its own: the ",
+                        "reasoning.encrypted_content of its responses)"));
+  return *text;
+}
+
 // One item of `input`: a harmony message (or instructions), and the item
 // as input_items lists it.
 void read_item(const json& item, size_t i, const std::string& id, ResponsesRequest& r) {
@@ -87,8 +101,9 @@ void read_item(const json& item, size_t i, const std::string& id, ResponsesReque
     const std::string text = content_text(item.value("output", json()), param + ".output", {"input_text"});
     add_message(r, {"functions.", "commentary", "assistant", "", text}, call);
   } else if (type == "reasoning") {
-    only_default(item, "encrypted_content", nullptr, param + ".encrypted_content");
+    const std::string sealed = sealed_reasoning(item, param);
     std::string text = content_text(item.value("content", json()), param + ".content", {"reasoning_text"});
+    if (text.empty()) text = sealed;
     if (text.empty()) text = content_text(item.value("summary", json()), param + ".summary", {"summary_text"});
     add_message(r, {"assistant", "analysis", "", "", text});
   } else {
@@ -187,10 +202,26 @@ std::string read_effort(const json& body) {
   return effort;
 }
 
+// `include`: whether reasoning items carry encrypted_content, the one
+// inclusion tps makes (no logprobs, no tool results of its own).
+bool read_include(const json& body) {
+  const auto it = body.find("include");
+  if (it == body.end() || it->is_null()) return false;
+  if (!it->is_array()) throw bad_param("include", "'include' must be an array of strings");
+  bool reasoning = false;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& what = (*it)[i];
+    if (what != "reasoning.encrypted_content")
+      throw bad_param(cat("include[", i, "]"),
+                      cat("'include[", i, "]' ", shown(what), " is not supported (only reasoning.encrypted_content)"));
+    reasoning = true;
+  }
+  return reasoning;
+}
+
 // What the API defines and tps does not do, refused unless at its no-op value.
 void refuse_unsupported(const json& body) {
   only_default(body, "background", false);
-  only_default(body, "include", json::array());
   only_default(body, "top_logprobs", 0);
   only_default(body, "truncation", "disabled");
   only_default(body, "conversation", nullptr);
@@ -214,6 +245,7 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
   const bool parallel = boolean_field(body, "parallel_tool_calls", true);
   r.stream = boolean_field(body, "stream", false);
   r.store = boolean_field(body, "store", true);
+  r.encrypted_reasoning = read_include(body);
   r.sampler.temperature = static_cast<float>(number_field(body, "temperature", 0, 2, 1));
   r.sampler.top_p = static_cast<float>(number_field(body, "top_p", 0, 1, 1));
   if (r.sampler.top_p <= 0) throw bad_param("top_p", "'top_p' must be above 0");

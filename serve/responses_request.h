@@ -2,12 +2,14 @@
 // is queued (an ApiError naming the parameter): `input` as a string or
 // items -- messages (user, system, developer, assistant; content a string
 // or input_text/output_text parts), function_call, function_call_output,
-// reasoning -- as harmony messages; `instructions`; function tools in the
-// Responses API's flat shape; tool_choice; text.format, strict tools and
-// tool_choice as the output constraint (serve/output_constraint.h);
-// sampling, max_output_tokens, reasoning.effort, store, previous_response_id,
-// stream. Fields the API defines that would change the answer and that tps
-// does not do are refused by name.
+// reasoning (its text, or the encrypted_content tps made of it) -- as
+// harmony messages; `instructions`; function tools in the Responses API's
+// flat shape; tool_choice; text.format, strict tools and tool_choice as the
+// output constraint (serve/output_constraint.h); sampling,
+// max_output_tokens, reasoning.effort, store, previous_response_id,
+// include (reasoning.encrypted_content: serve/reasoning_blob.h), stream.
+// Fields the API defines that would change the answer and that tps does not
+// do are refused by name.
 #pragma once
 
 #include <map>
@@ -22,6 +24,7 @@ namespace tps {
 struct ResponsesRequest : GenerationRequest {
   std::string previous_response_id;  // "": none
   bool store = true;
+  bool encrypted_reasoning = false;  // include: ["reasoning.encrypted_content"]
   // Reasoning, functions and `instructions` (not carried to a follow-up, as
   // the API says); the messages of this request's input. A
   // function_call_output's role is "functions." until name_function_outputs.

@@ -554,7 +554,8 @@ TEST(ResponsesRequest, WhatIsNotDoneIsRefusedByName) {
   refused(R"({})", "input");
   refused(R"({"input": []})", "input");
   refused(R"({"input": "x", "background": true})", "background");
-  refused(R"({"input": "x", "include": ["reasoning.encrypted_content"]})", "include");
+  refused(R"({"input": "x", "include": ["message.output_text.logprobs"]})", "include[0]");
+  refused(R"({"input": "x", "include": "reasoning.encrypted_content"})", "include");
   refused(R"({"input": "x", "truncation": "auto"})", "truncation");
   refused(R"({"input": "x", "top_logprobs": 3})", "top_logprobs");
   refused(R"({"input": "x", "reasoning": {"effort": "max"}})", "reasoning.effort");
@@ -571,6 +572,8 @@ TEST(ResponsesRequest, WhatIsNotDoneIsRefusedByName) {
   refused(R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})", "input[0].content[0].type");
   refused(R"({"input": [{"type": "function_call", "name": "f"}]})", "input[0].call_id");
   refused(R"({"input": [{"type": "reasoning", "encrypted_content": "xx"}]})", "input[0].encrypted_content");
+  refused(R"({"input": [{"type": "reasoning", "encrypted_content": "tps-reasoning-1:Zm9v!"}]})",
+          "input[0].encrypted_content");
   try {
     parse_responses_request(json{{"input", "x"}, {"model", "gpt-4o"}}, kLimits, "x");
     ADD_FAILURE();
@@ -612,7 +615,7 @@ TEST(ConversationIds, AFollowUpBeginsWithThePreviousTurnsIds) {
       "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"");
   for (const char* piece : {"Par", "is", "\"}"}) call.push_back(test_tokenizer().encode(piece).at(0));
   call.push_back(harmony::kCall);
-  ResponseOutput out(test_tokenizer(), "t", one.tail);
+  ResponseOutput out(test_tokenizer(), "t", one.tail, false);
   generate(out, call);
   std::vector<MessageIds> history = one.messages;
   history.insert(history.end(), out.messages().begin(), out.messages().end());
@@ -633,7 +636,7 @@ TEST(ConversationIds, AFollowUpBeginsWithThePreviousTurnsIds) {
   // Turn 2's answer: reasoning, then a final message.
   const std::vector<int32_t> answer = ids_of(
       "<|channel|>analysis<|message|>It is sunny.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>");
-  ResponseOutput out2(test_tokenizer(), "u", two.tail);
+  ResponseOutput out2(test_tokenizer(), "u", two.tail, false);
   EXPECT_EQ(generate(out2, answer),
             (std::vector<std::string>{
                 "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
@@ -663,10 +666,40 @@ TEST(ConversationIds, AFollowUpBeginsWithThePreviousTurnsIds) {
   EXPECT_TRUE(std::equal(stored.begin(), stored.end(), prompt3.begin()));
 }
 
+// include: ["reasoning.encrypted_content"] (a client that stores nothing on
+// the server, as Codex): a reasoning item carries its text opaquely, and
+// sent back with nothing else it is the analysis message it was.
+TEST(ResponseOutput, ReasoningComesBackThroughEncryptedContent) {
+  const std::vector<int32_t> call = ids_of(
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>");
+  ResponseOutput sealed(test_tokenizer(), "s", {harmony::kStart}, true),
+      plain(test_tokenizer(), "p", {harmony::kStart}, false);
+  generate(sealed, call), generate(plain, call);
+  ASSERT_EQ(sealed.items().size(), 2u);
+  EXPECT_FALSE(plain.items()[0].contains("encrypted_content"));
+  const std::string blob = sealed.items()[0].value("encrypted_content", "");
+  EXPECT_EQ(blob.find("Need the weather"), std::string::npos) << blob;
+  json reasoning = sealed.items()[0];
+  reasoning.erase("content");  // what a client keeping only the blob sends
+  json body = {{"include", {"reasoning.encrypted_content"}},
+               {"store", false},
+               {"input", {{{"role", "user"}, {"content", "Weather in Paris?"}}, reasoning, sealed.items()[1]}}};
+  const ResponsesRequest r = parse_responses_request(body, kLimits, "x");
+  EXPECT_TRUE(r.encrypted_reasoning);
+  EXPECT_FALSE(r.store);
+  ASSERT_EQ(r.conversation.messages.size(), 3u);
+  EXPECT_EQ(r.conversation.messages[1].channel, "analysis");
+  EXPECT_EQ(r.conversation.messages[1].content, "Need the weather.");
+  // The item's own text, when sent, is what counts.
+  body["input"][1]["content"] = {{{"type", "reasoning_text"}, {"text", "Other."}}};
+  EXPECT_EQ(parse_responses_request(body, kLimits, "x").conversation.messages[1].content, "Other.");
+}
+
 // An answer cut short: its open item ends incomplete, and its message is
 // closed with <|end|> for the next turn.
 TEST(ResponseOutput, AnAnswerCutShortIsClosed) {
-  ResponseOutput out(test_tokenizer(), "v", {harmony::kStart});
+  ResponseOutput out(test_tokenizer(), "v", {harmony::kStart}, false);
   generate(out, ids_of("<|channel|>final<|message|>Hello wor"), true);
   ASSERT_EQ(out.items().size(), 1u);
   EXPECT_EQ(out.items()[0]["status"], "incomplete");

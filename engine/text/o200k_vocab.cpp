@@ -7,39 +7,13 @@
 #include <unordered_map>
 
 #include "engine/text/byte_level.h"
+#include "runtime/base64.h"
 #include "runtime/error.h"
 
 namespace tps {
 namespace {
 
 constexpr uint32_t kRanks = 199998, kVocab = 201088;
-
-int base64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-bool base64_decode(std::string_view in, std::string& out) {
-  out.clear();
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=') break;
-    int v = base64_value(c);
-    if (v < 0) return false;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xFF);
-    }
-  }
-  return true;
-}
 
 }  // namespace
 

@@ -2,7 +2,8 @@
 // sees it: multi-turn with previous_response_id (the second turn's prompt
 // taken from the prefix cache), concurrent follow-ups to one response, a
 // function tool round trip through function_call_output (stateful, and
-// stateless with the reasoning and call items sent back), the stream helper's
+// stateless with the reasoning and call items sent back, also as Codex does:
+// the reasoning as encrypted_content alone), the stream helper's
 // events in order, text.format json_schema judged by ajv, GET, DELETE,
 // input_items, and 404s naming the id.
 //   node responses_client.mjs BASE_URL API_KEY MODEL_ID
@@ -63,6 +64,29 @@ const stateless = await client.responses.create({ ...tooled, input: [
   { role: "user", content: "Weather in Paris?" }, ...asked.output,
   { type: "function_call_output", call_id: call.call_id, output: '{"sunny": true}' }] });
 check(stateless.status !== "failed", "tools: the same round trip stateless, reasoning and call items sent back");
+// Codex's way: nothing stored, the reasoning carried as encrypted_content and
+// sent back with no text of its own; the prompt is the one its text makes.
+const sealedAsk = await client.responses.create({ ...tooled, input: "Weather in Paris?", tool_choice: "required",
+                                                 store: false, include: ["reasoning.encrypted_content"] });
+const sealed = sealedAsk.output.filter((i) => i.type === "reasoning");
+check(sealed.length > 0 && sealed.every((i) => typeof i.encrypted_content === "string" && i.encrypted_content),
+      "include reasoning.encrypted_content: each reasoning item carries it", sealedAsk.output);
+const sealedCall = sealedAsk.output.find((i) => i.type === "function_call");
+const sentBack = (items) => client.responses.create({ ...tooled, max_output_tokens: 8, store: false, input: [
+  { role: "user", content: "Weather in Paris?" }, ...items,
+  { type: "function_call_output", call_id: sealedCall.call_id, output: '{"sunny": true}' }] });
+const [withText, blobOnly, noReasoning] = await Promise.all([
+  sentBack(sealedAsk.output),
+  sentBack(sealedAsk.output.map((i) => i.type !== "reasoning" ? i
+    : { type: "reasoning", id: i.id, summary: [], encrypted_content: i.encrypted_content })),
+  sentBack(sealedAsk.output.filter((i) => i.type !== "reasoning"))]);
+check(blobOnly.usage.input_tokens === withText.usage.input_tokens &&
+      noReasoning.usage.input_tokens < withText.usage.input_tokens,
+      "encrypted_content sent back alone: the same prompt as the reasoning's text",
+      [withText.usage, blobOnly.usage, noReasoning.usage]);
+await refused(client.responses.create({ ...greedy, input: [
+  { type: "reasoning", summary: [], encrypted_content: "gAAAA-not-ours" }] }), 400,
+  "encrypted_content not made by tps is a 400 naming it", (e) => e.param === "input[0].encrypted_content");
 await refused(client.responses.create({ ...greedy, input: [
   { type: "function_call_output", call_id: "call_nobody", output: "1" }] }), 400,
   "tools: an output for a call never made is a 400", (e) => /call_nobody/.test(e.message));
