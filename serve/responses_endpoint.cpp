@@ -31,8 +31,8 @@ ApiError not_found(const std::string& id, const std::string& param = "") {
 // One turn as the request's thread follows it: what the response object
 // repeats, the conversation before the output, the output.
 struct Turn {
-  Turn(const Tokenizer& tok, std::string id, std::string ids, std::vector<int32_t> tail, bool sealed)
-      : id(std::move(id)), output(tok, std::move(ids), std::move(tail), sealed) {}
+  Turn(const Tokenizer& tok, std::string id, std::string ids, std::vector<int32_t> tail, ReasoningItems reasoning)
+      : id(std::move(id)), output(tok, std::move(ids), std::move(tail), reasoning) {}
   std::string id;
   int64_t created = std::time(nullptr);
   std::string model;
@@ -115,7 +115,8 @@ void Server::create_response(const json& body, const httplib::Request& req, http
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = submit(std::move(prompt), r, "input");
 
-  auto turn = std::make_shared<Turn>(*tok_, "resp_" + ids, ids, parts.tail, r.encrypted_reasoning);
+  auto turn = std::make_shared<Turn>(*tok_, "resp_" + ids, ids, parts.tail,
+                                     r.encrypted_reasoning ? ReasoningItems::text_and_blob : ReasoningItems::text);
   turn->model = limits_.model_id, turn->echo = std::move(r.echo), turn->store = r.store;
   turn->before = std::move(before), turn->prompt_tokens = prompt_tokens;
   // The end: the object, stored when asked.

@@ -6,8 +6,9 @@ namespace tps {
 
 using json = nlohmann::ordered_json;
 
-ResponseOutput::ResponseOutput(const Tokenizer& tokenizer, std::string ids, std::vector<int32_t> tail, bool sealed)
-    : tok_(tokenizer), ids_(std::move(ids)), sealed_(sealed), message_ids_(std::move(tail)) {}
+ResponseOutput::ResponseOutput(const Tokenizer& tokenizer, std::string ids, std::vector<int32_t> tail,
+                               ReasoningItems reasoning)
+    : tok_(tokenizer), ids_(std::move(ids)), reasoning_(reasoning), message_ids_(std::move(tail)) {}
 
 json ResponseOutput::part() const {
   if (type_ == Type::reasoning) return {{"type", "reasoning_text"}, {"text", text_}};
@@ -82,7 +83,8 @@ void ResponseOutput::close(const char* status, std::vector<json>& events) {
     done["text"] = text_;
     if (type_ == Type::message) done["logprobs"] = json::array();
     item_["content"] = json::array({part()});
-    if (type_ == Type::reasoning && sealed_) item_["encrypted_content"] = reasoning_blob(text_);
+    if (type_ == Type::reasoning && reasoning_ == ReasoningItems::text_and_blob)
+      item_["encrypted_content"] = reasoning_blob(text_);
   }
   events.push_back(std::move(done));
   if (type_ != Type::function_call) {

@@ -26,12 +26,15 @@
 
 namespace tps {
 
+// Whether reasoning items also carry encrypted_content (serve/reasoning_blob.h),
+// as a request's include: ["reasoning.encrypted_content"] asks.
+enum class ReasoningItems { text, text_and_blob };
+
 class ResponseOutput {
  public:
   // ids: what item ids and call ids are made of (unique per response);
-  // tail: the prompt's last ids, which the first output message continues;
-  // sealed: reasoning items carry encrypted_content (serve/reasoning_blob.h).
-  ResponseOutput(const Tokenizer& tokenizer, std::string ids, std::vector<int32_t> tail, bool sealed);
+  // tail: the prompt's last ids, which the first output message continues.
+  ResponseOutput(const Tokenizer& tokenizer, std::string ids, std::vector<int32_t> tail, ReasoningItems reasoning);
 
   // A generated token; the events it causes.
   std::vector<nlohmann::ordered_json> push(int32_t id);
@@ -55,7 +58,7 @@ class ResponseOutput {
 
   const Tokenizer& tok_;
   std::string ids_;
-  bool sealed_;
+  ReasoningItems reasoning_;
   HarmonyStream harmony_;
   nlohmann::ordered_json items_ = nlohmann::ordered_json::array();
   // The item being written.

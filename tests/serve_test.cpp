@@ -615,7 +615,7 @@ TEST(ConversationIds, AFollowUpBeginsWithThePreviousTurnsIds) {
       "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"");
   for (const char* piece : {"Par", "is", "\"}"}) call.push_back(test_tokenizer().encode(piece).at(0));
   call.push_back(harmony::kCall);
-  ResponseOutput out(test_tokenizer(), "t", one.tail, false);
+  ResponseOutput out(test_tokenizer(), "t", one.tail, ReasoningItems::text);
   generate(out, call);
   std::vector<MessageIds> history = one.messages;
   history.insert(history.end(), out.messages().begin(), out.messages().end());
@@ -636,7 +636,7 @@ TEST(ConversationIds, AFollowUpBeginsWithThePreviousTurnsIds) {
   // Turn 2's answer: reasoning, then a final message.
   const std::vector<int32_t> answer = ids_of(
       "<|channel|>analysis<|message|>It is sunny.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>");
-  ResponseOutput out2(test_tokenizer(), "u", two.tail, false);
+  ResponseOutput out2(test_tokenizer(), "u", two.tail, ReasoningItems::text);
   EXPECT_EQ(generate(out2, answer),
             (std::vector<std::string>{
                 "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
@@ -673,8 +673,8 @@ TEST(ResponseOutput, ReasoningComesBackThroughEncryptedContent) {
   const std::vector<int32_t> call = ids_of(
       "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
       "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>");
-  ResponseOutput sealed(test_tokenizer(), "s", {harmony::kStart}, true),
-      plain(test_tokenizer(), "p", {harmony::kStart}, false);
+  ResponseOutput sealed(test_tokenizer(), "s", {harmony::kStart}, ReasoningItems::text_and_blob),
+      plain(test_tokenizer(), "p", {harmony::kStart}, ReasoningItems::text);
   generate(sealed, call), generate(plain, call);
   ASSERT_EQ(sealed.items().size(), 2u);
   EXPECT_FALSE(plain.items()[0].contains("encrypted_content"));
@@ -699,7 +699,7 @@ TEST(ResponseOutput, ReasoningComesBackThroughEncryptedContent) {
 // An answer cut short: its open item ends incomplete, and its message is
 // closed with <|end|> for the next turn.
 TEST(ResponseOutput, AnAnswerCutShortIsClosed) {
-  ResponseOutput out(test_tokenizer(), "v", {harmony::kStart}, false);
+  ResponseOutput out(test_tokenizer(), "v", {harmony::kStart}, ReasoningItems::text);
   generate(out, ids_of("<|channel|>final<|message|>Hello wor"), true);
   ASSERT_EQ(out.items().size(), 1u);
   EXPECT_EQ(out.items()[0]["status"], "incomplete");
