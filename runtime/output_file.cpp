@@ -56,15 +56,18 @@ void install_handlers() {
   });
 }
 
-int claim_slot(const std::string& path) {
-  if (path.size() >= PATH_MAX) return -1;
-  for (int i = 0; i < kSlots; ++i) {
-    if (slots[i].claimed.exchange(true)) continue;
-    std::memcpy(slots[i].path, path.c_str(), path.size() + 1);
-    slots[i].live.store(true, std::memory_order_release);
-    return i;
-  }
+// A slot is claimed before its temporary exists and armed (made live) the
+// moment it does, so a signal finds every file this process created.
+int claim_slot() {
+  for (int i = 0; i < kSlots; ++i)
+    if (!slots[i].claimed.exchange(true)) return i;
   return -1;  // more writers at once than slots: this one is not cleaned on a signal
+}
+
+void arm_slot(int i, const std::string& path) {
+  if (i < 0 || path.size() >= PATH_MAX) return;
+  std::memcpy(slots[i].path, path.c_str(), path.size() + 1);
+  slots[i].live.store(true, std::memory_order_release);
 }
 
 void release_slot(int i) {
@@ -73,9 +76,29 @@ void release_slot(int i) {
   slots[i].claimed.store(false);
 }
 
+// The cleaned signals held back on this thread while a temporary is created
+// and armed: one that came between the two would leave the file behind. (A
+// signal another thread takes meanwhile still finds the slot armed right
+// after the open.)
+class CleanedSignalsHeld {
+ public:
+  CleanedSignalsHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (int sig : kCleanedSignals) sigaddset(&held, sig);
+    pthread_sigmask(SIG_BLOCK, &held, &before_);
+  }
+  ~CleanedSignalsHeld() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  CleanedSignalsHeld(const CleanedSignalsHeld&) = delete;
+  CleanedSignalsHeld& operator=(const CleanedSignalsHeld&) = delete;
+
+ private:
+  sigset_t before_;
+};
+
 // A new file beside path, created exclusively with the mode a new file gets
-// (0666 less the umask).
-std::pair<int, std::string> create_temporary(const std::string& path) {
+// (0666 less the umask), armed in `slot`.
+std::pair<int, std::string> create_temporary(const std::string& path, int slot) {
   static std::atomic<uint64_t> counter{0};
   for (int attempt = 0;; ++attempt) {
     timespec now{};
@@ -86,7 +109,10 @@ std::pair<int, std::string> create_temporary(const std::string& path) {
     std::snprintf(suffix, sizeof suffix, "%06llx", static_cast<unsigned long long>(mix % 0x1000000));
     const std::string temp = cat(path, ".tmp-", suffix);
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) return {fd, temp};
+    if (fd >= 0) {
+      arm_slot(slot, temp);
+      return {fd, temp};
+    }
     if (errno != EEXIST || attempt == 100)
       throw InputError(cat(path, ": cannot create ", temp, ": ", std::strerror(errno)));
   }
@@ -122,16 +148,22 @@ OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs,
     : path_(std::move(path)), flag_(std::move(flag)), inputs_(file_ids(inputs)) {
   check_output_target(path_, inputs_, flag_);
   install_handlers();
-  auto [fd, temp] = create_temporary(path_);
-  temp_ = temp;
-  out_ = fdopen(fd, "wb");
-  if (!out_) {  // (a constructor that throws runs no destructor)
-    const int err = errno;
-    ::close(fd);
-    unlink(temp_.c_str());
-    throw Error(cat(what(), ": cannot write: ", std::strerror(err)));
+  const CleanedSignalsHeld held;
+  slot_ = claim_slot();
+  try {
+    auto [fd, temp] = create_temporary(path_, slot_);
+    temp_ = temp;
+    out_ = fdopen(fd, "wb");
+    if (!out_) {
+      const int err = errno;
+      ::close(fd);
+      unlink(temp_.c_str());
+      throw Error(cat(what(), ": cannot write: ", std::strerror(err)));
+    }
+  } catch (...) {  // (a constructor that throws runs no destructor)
+    release_slot(slot_);
+    throw;
   }
-  slot_ = claim_slot(temp_);
 }
 
 OutputFile::~OutputFile() {

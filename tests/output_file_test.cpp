@@ -284,14 +284,22 @@ TEST_F(OutputFileTest, MkmodelIfMissingKeepsAnyOtherFile) {
 }
 
 TEST_F(OutputFileTest, InterruptedMkmodelLeavesNothing) {
-  for (int sig : {SIGINT, SIGTERM}) {
-    // 16 layers of the small preset: ~250 MB, a second or two to write.
-    Started run(mkmodel("--preset small --layers 16 -o " + at("model.gguf")));
-    ASSERT_TRUE(wait_for([&] { return !listing().empty(); }));  // its file has been created
-    kill(run.pid, sig);
-    const int status = run.wait();
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
-    EXPECT_EQ(listing(), std::vector<std::string>{}) << strsignal(sig);
+  // As it runs, and with every fdopen held 200 ms (slow_fdopen): the signal
+  // then comes between the temporary's creation and the writer's next step.
+  // (ASan checks that its runtime is loaded first; the preload comes before.)
+  const std::string held =
+      cat("env ASAN_OPTIONS=$ASAN_OPTIONS:verify_asan_link_order=0 LD_PRELOAD=", tps::test_paths::slow_fdopen, " ");
+  for (const std::string& prefix : {std::string(), held}) {
+    for (int sig : {SIGINT, SIGTERM}) {
+      // 16 layers of the small preset: ~250 MB, a second or two to write.
+      Started run(prefix + mkmodel("--preset small --layers 16 -o " + at("model.gguf")));
+      ASSERT_TRUE(wait_for([&] { return !listing().empty(); }));  // its file has been created
+      kill(run.pid, sig);
+      const int status = run.wait();
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+      EXPECT_EQ(listing(), std::vector<std::string>{}) << strsignal(sig) << (prefix.empty() ? "" : ", fdopen held");
+      fs::remove_all(dir_), fs::create_directories(dir_);  // each case on its own
+    }
   }
 }
 

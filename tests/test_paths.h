@@ -17,5 +17,6 @@ extern const char* const tpsrun;
 extern const char* const tpstopo;
 extern const char* const tps_mkmodel;
 extern const char* const mpi_failure_probe;
+extern const char* const slow_fdopen;  // a preload that holds every fdopen 200 ms (output_file_test)
 
 }  // namespace tps::test_paths
