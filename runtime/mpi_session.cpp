@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <new>
@@ -84,12 +85,32 @@ void unlink_transport_segments(MPI_Comm node) {
 // started is such a job of one, and needs no daemon either (a singleton
 // starts one only to be able to spawn ranks, which tps never does). A
 // user's own setting of either wins.
+//
+// An isolated singleton takes job family 0, so every one on the host keeps
+// its session directory at the same path (TMP/ompi.HOST.UID/jf.0/1/0) and
+// removes the tree on exit: one tpsrun ending while another was creating
+// it failed the other's MPI_Init ("A call to mkdir was unable to create the
+// desired directory"). Each singleton gets a family directory named by its
+// pid instead, beside Open MPI's own tree, in the temporary directory Open
+// MPI would use (its tmpdir base, else TMPDIR, TEMP, TMP, /tmp).
 void choose_host_transport() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const bool alone = size == nullptr && std::getenv("PMIX_RANK") == nullptr && std::getenv("PMI_RANK") == nullptr;
-  if (alone) setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
   if (alone || (size && local && std::string_view(size) == local)) setenv("OMPI_MCA_pml", "ob1", 0);
+  if (!alone) return;
+  setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+  std::string base = "/tmp";
+  for (const char* name : {"OMPI_MCA_orte_tmpdir_base", "TMPDIR", "TEMP", "TMP"})
+    if (const char* dir = std::getenv(name); dir && *dir) {
+      base = dir;
+      break;
+    }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string family = base + "/ompi." + std::string(host, strcspn(host, ".")) + "." +
+                             std::to_string(getuid()) + ".singleton." + std::to_string(getpid());
+  setenv("OMPI_MCA_orte_jobfam_session_dir", family.c_str(), 0);
 }
 
 }  // namespace

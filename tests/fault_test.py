@@ -3,7 +3,9 @@
 (which passes them on to every rank), stop the run at its next step within
 5 s: what was generated is printed, one line says why, every rank is gone,
 and no shared-memory segment is left in /dev/shm. A job killed outright,
-mpirun with it, during a long prefill leaves no segment either.
+mpirun with it, during a long prefill leaves no segment either. A tpsrun
+started without mpirun keeps Open MPI's session files apart from every other
+one's, so one ending cannot pull the directory from under another's start.
 
   fault_test.py --tpsrun build/bin/tpsrun --model build/models/gpt-oss-small.gguf --mpiexec "mpirun --oversubscribe"
 """
@@ -13,6 +15,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -136,6 +139,27 @@ class Signals(unittest.TestCase):
             time.sleep(0.5)
             self.assertEqual([pid for pid in ranks if alive(pid)], [])
             self.assertEqual(os.listdir(shm), [])
+
+
+class SessionDirectory(unittest.TestCase):
+    def test_singleton_keeps_its_own_session_directory(self):
+        # Every isolated Open MPI singleton on a host shares one session tree
+        # (TMP/ompi.HOST.UID/jf.0/1/0) and removes it as it ends: a tpsrun
+        # ending while another started failed the other's MPI_Init. The
+        # shared jf.0 is planted here as a file, which fails every start that
+        # still uses it; tpsrun must start, run and leave nothing behind.
+        with tempfile.TemporaryDirectory() as tmp, tempfile.NamedTemporaryFile() as empty:
+            shared = os.path.join(tmp, f"ompi.{socket.gethostname().split('.')[0]}.{os.getuid()}")
+            os.mkdir(shared)
+            open(os.path.join(shared, "jf.0"), "w").close()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_MCA_orte_")}
+            env.update(TMPDIR=tmp)
+            cmd = [ARGS.tpsrun, "-q", "-m", ARGS.model, "perplexity", "-f", empty.name]
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+            where = f"{shlex.join(cmd)}: rc {done.returncode}, stderr {done.stderr!r}"
+            self.assertEqual(done.returncode, 2, where)  # the file's own error: 0 tokens
+            self.assertIn("0 tokens", done.stderr, where)
+            self.assertEqual(sorted(os.listdir(tmp)), [os.path.basename(shared)], where)
 
 
 def main():
