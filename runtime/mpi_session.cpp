@@ -108,8 +108,8 @@ void choose_host_transport() {
     }
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  const std::string family = base + "/ompi." + std::string(host, strcspn(host, ".")) + "." +
-                             std::to_string(getuid()) + ".singleton." + std::to_string(getpid());
+  const std::string family = base + "/ompi." + std::string(host, strcspn(host, ".")) + "." + std::to_string(getuid()) +
+                             ".singleton." + std::to_string(getpid());
   setenv("OMPI_MCA_orte_jobfam_session_dir", family.c_str(), 0);
 }
 
