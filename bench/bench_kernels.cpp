@@ -212,7 +212,7 @@ struct LayerCache {
 // A decode step's attention in one layer of gpt-oss-20b: 64 query heads over
 // 8 KV heads of 64 dimensions, at `positions` cached positions, the KV heads
 // (each with its 8 query heads) split across the threads as the forward
-// pass does (kv head x chunk items, then the merges), the positions in
+// pass does (chunk x kv head items, then the merges), the positions in
 // blocks in pool order, the cache in `type`.
 // Reported: KV GB/s (the keys and values of the layer as stored, counted
 // once).
@@ -229,17 +229,18 @@ void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, 
   for (float& x : q) x = normal(rng);
   constexpr int kGroup = kHeads / kKvHeads;
   const std::vector<float> sinks(kGroup, 0.0f);
-  // The forward pass's work: (kv head, chunk) items over the threads, each
-  // chunk's state, then each kv head's merged in order and finished.
+  // The forward pass's work: (chunk, kv head) items over the threads in
+  // runs of whole chunks, each chunk's state, then each kv head's merged in
+  // order and finished.
   const int chunks = attention_chunks(0, positions - 1);
   const int64_t floats = attention_state_floats(kGroup, kDim);
   std::vector<float> partials(kKvHeads * chunks * floats), running(kKvHeads * floats);
   for (auto _ : state) {
-    ThreadPool::Chunks items(kKvHeads * chunks, 1, threads);
+    ThreadPool::Chunks items(kKvHeads * chunks, kKvHeads, threads);
     pool.run([&](int, int) {
       for (int64_t begin, end; items.next(begin, end);)
         for (int64_t i = begin; i < end; ++i) {
-          const int g = static_cast<int>(i / chunks), c = static_cast<int>(i % chunks);
+          const int c = static_cast<int>(i / kKvHeads), g = static_cast<int>(i % kKvHeads);
           cache.attend_chunk(kernels, 0, table, 0, q.data() + g * kGroup * kDim, kGroup, g, chunk_first(0, c),
                              chunk_last(0, positions - 1, c), 0.125f,
                              attention_state(partials.data() + i * floats, kGroup));
@@ -251,7 +252,7 @@ void bm_attention(benchmark::State& state, Isa isa, KvType type, int positions, 
         const AttentionState all = attention_state(running.data() + g * floats, kGroup);
         clear_attention_state(all, kGroup, kDim);
         for (int c = 0; c < chunks; ++c)
-          merge_attention_state(attention_state(partials.data() + (g * chunks + c) * floats, kGroup), all, kGroup,
+          merge_attention_state(attention_state(partials.data() + (c * kKvHeads + g) * floats, kGroup), all, kGroup,
                                 kDim);
         finish_attention(all, sinks.data(), kGroup, kDim, out.data() + g * kGroup * kDim);
       }

@@ -142,7 +142,8 @@ AttentionState ForwardPass::running_state(int t, int g) {
 // keeps every thread busy. A tile's tokens that all see a chunk whole take
 // it as one item (the chunk read once for all of them); each token's other
 // chunks follow, so every (token, kv head)'s chunks merge in chunk order:
-// the bits of the token alone, whatever the tiles.
+// the bits of the token alone, whatever the tiles. Items go chunk by chunk,
+// a chunk's kv heads side by side: they read the same pages (kv_pool.h).
 void ForwardPass::attend(int layer, const Batch& batch, const KvPool& kv) {
   const int n = batch.token_count(), group = static_cast<int>(c_.n_head / c_.n_head_kv), kv_heads = n_head_ / group;
   const bool sliding = c_.is_sliding_layer(layer);
@@ -157,13 +158,13 @@ void ForwardPass::attend(int layer, const Batch& batch, const KvPool& kv) {
     const bool same_first = first_visible(p0 + tile.tokens - 1, window, sliding) == f;
     const int shared =
         tile.tokens > 1 && same_first ? std::max(0, (p0 + 1) / kAttentionChunk - f / kAttentionChunk) : 0;
-    for (int g = 0; g < kv_heads; ++g)
-      for (int c = 0; c < shared; ++c)
+    for (int c = 0; c < shared; ++c)
+      for (int g = 0; g < kv_heads; ++g)
         add_item(layer, batch, kv, tile.t, tile.tokens, g, chunk_first(f, c), chunk_last(f, p0, c));
     for (int t = tile.t; t < tile.t + tile.tokens; ++t) {
       const int p = token_pos_[t], first = first_visible(p, window, sliding);
-      for (int g = 0; g < kv_heads; ++g)
-        for (int c = shared; c < attention_chunks(first, p); ++c)
+      for (int c = shared; c < attention_chunks(first, p); ++c)
+        for (int g = 0; g < kv_heads; ++g)
           add_item(layer, batch, kv, t, 1, g, chunk_first(first, c), chunk_last(first, p, c));
     }
   }
@@ -190,27 +191,41 @@ void ForwardPass::attend_round(int layer, const Batch& batch, const KvPool& kv) 
   const int64_t state_floats = attention_state_floats(group, hd);
   const bool sliding = c_.is_sliding_layer(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // An item at a time: a tile's cost kPrefillTile of a token's, too uneven
-  // for ThreadPool::Chunks' shrinking runs.
+  // Items of one token each (decode) go out in runs of whole chunks
+  // (ThreadPool::Chunks), so that a thread reads a chunk's pages for every
+  // kv head in turn: on the 20b's layers at 8k-28k positions 1.2-1.4x
+  // faster than an item at a time, which interleaves the threads over the
+  // same pages (PERFORMANCE.md, "Decode at depth").
+  // With tiles, an item at a time: a tile costs kPrefillTile tokens' work,
+  // too uneven for the shrinking runs.
+  const int kv_heads = n_head_ / group;
+  const bool tiles = round_states_ > round_items_;
+  ThreadPool::Chunks chunk_runs(round_items_, kv_heads, pool_.size());
   std::atomic<int> next{0};
+  auto take = [&](int64_t& begin, int64_t& end) {
+    if (!tiles) return chunk_runs.next(begin, end);
+    begin = next.fetch_add(1, std::memory_order_relaxed), end = begin + 1;
+    return begin < round_items_;
+  };
   pool_.run([&](int, int) {
-    for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < round_items_;) {
-      const AttentionItem& it = items_[i];
-      const BatchEntry& e = batch.entries[token_entry_[it.t]];
-      const float* q[kPrefillTile];
-      AttentionState states[kPrefillTile];
-      for (int k = 0; k < it.tokens; ++k) {
-        q[k] = q_.data() + int64_t{it.t + k} * q_w_ + int64_t{it.g} * group * hd;
-        states[k] = attention_state(partials_.data() + (it.state + k) * state_floats, group);
+    for (int64_t begin, end; take(begin, end);)
+      for (int64_t i = begin; i < end; ++i) {
+        const AttentionItem& it = items_[i];
+        const BatchEntry& e = batch.entries[token_entry_[it.t]];
+        const float* q[kPrefillTile];
+        AttentionState states[kPrefillTile];
+        for (int k = 0; k < it.tokens; ++k) {
+          q[k] = q_.data() + int64_t{it.t + k} * q_w_ + int64_t{it.g} * group * hd;
+          states[k] = attention_state(partials_.data() + (it.state + k) * state_floats, group);
+        }
+        const std::span<const int32_t> table = sliding ? batch.sliding_table(e) : batch.full_table(e);
+        const int block0 = sliding ? e.sliding_block0 : 0;
+        if (it.tokens == 1)
+          kv.attend_chunk(kernels_, layer, table, block0, q[0], group, it.g, it.first, it.last, scale, states[0]);
+        else
+          kv.attend_tile_chunk(kernels_, layer, table, block0, q, it.tokens, group, it.g, it.first, it.last, scale,
+                               states);
       }
-      const std::span<const int32_t> table = sliding ? batch.sliding_table(e) : batch.full_table(e);
-      const int block0 = sliding ? e.sliding_block0 : 0;
-      if (it.tokens == 1)
-        kv.attend_chunk(kernels_, layer, table, block0, q[0], group, it.g, it.first, it.last, scale, states[0]);
-      else
-        kv.attend_tile_chunk(kernels_, layer, table, block0, q, it.tokens, group, it.g, it.first, it.last, scale,
-                             states);
-    }
   });
   // Each (token, kv head)'s states merge in the order they were added, by
   // one thread.
@@ -220,7 +235,6 @@ void ForwardPass::attend_round(int layer, const Batch& batch, const KvPool& kv) 
   for (int i = 0; i < round_states_; ++i)
     if (i == 0 || merges_[i].key != merges_[i - 1].key) runs.push_back(i);
   runs.push_back(round_states_);
-  const int kv_heads = n_head_ / group;
   ThreadPool::Chunks chunks(static_cast<int64_t>(runs.size()) - 1, 1, pool_.size());
   pool_.run([&](int, int) {
     for (int64_t begin, end; chunks.next(begin, end);)
