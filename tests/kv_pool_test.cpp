@@ -85,8 +85,9 @@ std::vector<double> textbook_attention(const std::vector<std::vector<float>>& ke
 // kAttentionChunk merged) against the textbook formula in double over the
 // keys and values as the pool's type keeps them, within 2e-5 (the scalar
 // set) and every vector set within 2e-5 of the scalar set's (seen: under
-// 1e-6). For each type; for each of the query heads of a kv head (5: the
-// vector kernels' 4 at once and one more), head sizes with and without
+// 1e-6). For each type; for each of the query heads of a kv head (11: the
+// AVX-512 kernels' 8 at once, then 2 and 1; AVX2's 4, 4, 2, 1), head sizes
+// with and without
 // partial vectors (and, for q8_0 and q4_0, a short last block of 32; for
 // q4_0, a short last group of 16 and an odd size), blocks out of
 // order in the pool; a sliding window whose table starts past block 0 and
@@ -98,7 +99,7 @@ void expect_attention(bool sliding) {
     for (int hd : {64, 24, 12, 72, 13}) {
       if (!sliding && hd != 64 && hd != 12) continue;  // the long run's time
       const KvType type = static_cast<KvType>(t);
-      const int kv_heads = 3, heads = 5, width = kv_heads * hd, blocks = blocks_for(positions);
+      const int kv_heads = 3, heads = 11, width = kv_heads * hd, blocks = blocks_for(positions);
       const OneLayer layer(kv_heads, hd, sliding);
       KvPool pool(layer.config, layer.shard, type, sliding ? 0 : blocks + 3, sliding ? blocks + 3 : 0);
       EXPECT_EQ(KvPool::block_bytes(layer.config, layer.shard, type, sliding),

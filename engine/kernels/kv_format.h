@@ -64,7 +64,7 @@ constexpr bool kv_quantized(KvType type) { return type == KvType::q8_0 || type =
 inline int kv_scales(int head_dim) { return (head_dim + kKvScaleBlock - 1) / kKvScaleBlock; }
 // Bytes of an element of a float type, of a q8_0 code (q4_0's codes are
 // half bytes: kv_key_code_bytes and kv_value_code_bytes count them).
-inline int kv_element_bytes(KvType type) {
+constexpr int kv_element_bytes(KvType type) {
   switch (type) {
     case KvType::f32: return 4;
     case KvType::f16:

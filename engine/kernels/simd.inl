@@ -1,7 +1,8 @@
 // The vector kernels, written once and compiled twice: by avx2.cpp
 // (AVX2 + FMA + F16C) and by avx512.cpp (adds AVX-512 VNNI, which turns
-// the int8 multiply-add into one instruction). 256-bit vectors in both (no
-// 512-bit form has been tried yet).
+// the int8 multiply-add into one instruction). The matrix products take
+// 256-bit vectors in both (no 512-bit form has been tried yet); attention
+// takes 16 float lanes at a time (F32x16), one 512-bit vector with AVX-512.
 //
 // Included inside a namespace of its own by those two files only, after
 // <immintrin.h> and <cstring>.
@@ -742,73 +743,85 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
-// Lanes 0..15 of dimension i of a key block of a float type T
-// (kernels/kv_format.h) as two vectors, the values key_at gives.
-static_assert(kKeyBlock == 16, "a key block is two vectors");
-template <KvType T>
-inline void load_keys(const uint8_t* kb, int i, __m256& k0, __m256& k1) {
-  const uint8_t* p = kb + int64_t{16} * kv_element_bytes(T) * i;
-  if constexpr (T == KvType::f32) {
-    k0 = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-    k1 = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8);
-  } else if constexpr (T == KvType::f16) {
-    k0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    k1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
-  } else if constexpr (T == KvType::bf16) {
-    auto widen = [](const uint8_t* b) {
-      return _mm256_castsi256_ps(
-          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))), 16));
-    };
-    k0 = widen(p), k1 = widen(p + 16);
+// Sixteen float lanes: a key block's lanes of one dimension (kKeyBlock),
+// or sixteen dimensions of a values row. The attention kernels below are
+// written over it once: one 512-bit vector in the AVX-512 set, two 256-bit
+// ones in the AVX2 set (the same operations lane for lane).
+static_assert(kKeyBlock == 16, "a key block's dimension is sixteen lanes");
+#ifdef __AVX512F__
+// The conversions in their zero-masked forms with every lane: GCC 12 takes
+// the plain forms' undefined pass-through for an uninitialized read
+// (-Wmaybe-uninitialized, its bug 105593).
+constexpr __mmask16 kEvery = 0xFFFF;
+struct F32x16 {
+  __m512 v;
+  static F32x16 zero() { return {_mm512_setzero_ps()}; }
+  static F32x16 all(float x) { return {_mm512_set1_ps(x)}; }
+  static F32x16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static F32x16 halves(const uint8_t* p) { return {_mm512_maskz_cvtph_ps(kEvery, load256(p))}; }
+  static F32x16 bfloats(const uint8_t* p) {
+    return {_mm512_castsi512_ps(_mm512_maskz_slli_epi32(kEvery, _mm512_maskz_cvtepu16_epi32(kEvery, load256(p)), 16))};
   }
-}
-
-// The low nibbles of 16 bytes less 8, as int8 (q4_0's codes as its
-// values take them).
-inline __m128i q4_codes(__m128i bytes) {
-  return _mm_sub_epi8(_mm_and_si128(bytes, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
-}
-
-// Lanes 0..15 of dimension i of a key block of a quantized type T as two
-// vectors of its codes (q4_0's less 8), the values key_code gives.
-template <KvType T>
-inline void load_key_codes(const uint8_t* kb, int i, __m256& k0, __m256& k1) {
-  __m128i codes;
-  if constexpr (T == KvType::q8_0) {
-    codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + int64_t{16} * i));
-  } else {  // lanes 0..7 in the low nibbles of 8 bytes, 8..15 in the high
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb + int64_t{8} * i));
-    codes = q4_codes(_mm_unpacklo_epi64(bytes, _mm_srli_epi16(bytes, 4)));
+  static F32x16 bytes(__m128i b) { return {_mm512_maskz_cvtepi32_ps(kEvery, _mm512_maskz_cvtepi8_epi32(kEvery, b))}; }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+};
+inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+inline F32x16 mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+// Query rows one pass over a run takes: 8 rows' accumulators and a key
+// vector fit the 32 vector registers, so a kv head's 8 query heads (gpt-oss)
+// read and widen its keys and values once.
+constexpr int kAttendRows = 8;
+#else
+struct F32x16 {
+  __m256 lo, hi;
+  static F32x16 zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static F32x16 all(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+  static F32x16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static F32x16 halves(const uint8_t* p) { return {f16_lanes(p), f16_lanes(p + 16)}; }
+  static F32x16 bfloats(const uint8_t* p) { return {bf16_lanes(p), bf16_lanes(p + 16)}; }
+  static F32x16 bytes(__m128i b) {
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)),
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
   }
-  k0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
-  k1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8)));
-}
+  void store(float* p) const { _mm256_storeu_ps(p, lo), _mm256_storeu_ps(p + 8, hi); }
 
-// The codes of dimensions [i, i + 8) of a values row of a quantized type T
-// (q4_0's less 8), as floats (i a multiple of 8).
-template <KvType T>
-inline __m256 value_codes(const uint8_t* v, int i) {
-  __m128i codes;
-  if constexpr (T == KvType::q8_0) {
-    codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + i));
-  } else {  // the 8 bytes of i's group of 16, the low or the high nibbles
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + 8 * (i / 16)));
-    codes = q4_codes(i % 16 < 8 ? bytes : _mm_srli_epi16(bytes, 4));
+ private:
+  static __m256 f16_lanes(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
-}
-
-// Dimensions [i, i + 8) of a values row of a float type T, the values
-// value_at gives (i a multiple of 8).
-template <KvType T>
-inline __m256 load_values(const uint8_t* v, int i) {
-  const uint8_t* p = v + int64_t{kv_element_bytes(T)} * i;
-  if constexpr (T == KvType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  if constexpr (T == KvType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  if constexpr (T == KvType::bf16)
+  static __m256 bf16_lanes(const uint8_t* p) {
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  }
+};
+inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
+inline F32x16 mul(F32x16 a, F32x16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+// 4 rows' accumulators (8 vectors) leave room in the 16 vector registers
+// for the keys and the query element.
+constexpr int kAttendRows = 4;
+#endif
+
+// Sixteen elements of a KV cache of type T at p (kernels/kv_format.h): a
+// key block's lanes of one dimension, or sixteen dimensions of a values row
+// from a multiple of 16; for the quantized types their codes (q4_0's 8
+// bytes of low and high nibbles, less 8), the values key_code gives.
+template <KvType T>
+inline F32x16 sixteen(const uint8_t* p) {
+  if constexpr (T == KvType::f32) return F32x16::load(reinterpret_cast<const float*>(p));
+  if constexpr (T == KvType::f16) return F32x16::halves(p);
+  if constexpr (T == KvType::bf16) return F32x16::bfloats(p);
+  if constexpr (T == KvType::q8_0) return F32x16::bytes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  if constexpr (T == KvType::q4_0) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i nibbles = _mm_and_si128(_mm_unpacklo_epi64(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(0x0F));
+    return F32x16::bytes(_mm_sub_epi8(nibbles, _mm_set1_epi8(8)));
+  }
+}
+// Bytes of sixteen elements of T.
+template <KvType T>
+constexpr int kSixteenBytes = T == KvType::q4_0 ? 8 : 16 * kv_element_bytes(T);
 
 // A key block as the cache holds it: dimension i's 16 lanes widened (the
 // codes, for the quantized types), and block b of 32 dimensions' scales.
@@ -816,17 +829,8 @@ template <KvType T>
 struct CacheKeys {
   const uint8_t* kb;
   int head_dim;
-  void load(int i, __m256& k0, __m256& k1) const {
-    if constexpr (kv_quantized(T))
-      load_key_codes<T>(kb, i, k0, k1);
-    else
-      load_keys<T>(kb, i, k0, k1);
-  }
-  void scales(int b, __m256& d0, __m256& d1) const {
-    const uint8_t* p = kb + kv_key_code_bytes(T, head_dim) + 32 * b;
-    d0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    d1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
-  }
+  F32x16 load(int i) const { return sixteen<T>(kb + int64_t{kSixteenBytes<T>} * i); }
+  F32x16 scales(int b) const { return F32x16::halves(kb + kv_key_code_bytes(T, head_dim) + 32 * b); }
 };
 
 // The same block widened once into floats, k[i][16] and scale[b][16], for a
@@ -834,75 +838,53 @@ struct CacheKeys {
 struct WideKeys {
   const float* k;
   const float* scale;
-  void load(int i, __m256& k0, __m256& k1) const {
-    k0 = _mm256_loadu_ps(k + 16 * i), k1 = _mm256_loadu_ps(k + 16 * i + 8);
-  }
-  void scales(int b, __m256& d0, __m256& d1) const {
-    d0 = _mm256_loadu_ps(scale + 16 * b), d1 = _mm256_loadu_ps(scale + 16 * b + 8);
-  }
+  F32x16 load(int i) const { return F32x16::load(k + 16 * i); }
+  F32x16 scales(int b) const { return F32x16::load(scale + 16 * b); }
 };
 
 // H query rows' scores of a key block's 16 lanes, unscaled, into s[h][0..16):
-// 2H chains of multiply-adds over the dimensions, enough (8 for H = 4) to
-// hide their latency. Quantized codes by blocks of 32 dimensions, each
-// block's sums times its scales (as the scalar kernel). A row's chains do
-// not depend on the others: its scores are the same bits in any group.
+// H chains of multiply-adds of 16 lanes over the dimensions (two vectors
+// each in the AVX2 set), enough to hide their latency. Quantized codes by
+// blocks of 32 dimensions, each block's sums times its scales (as the
+// scalar kernel). A row's chains do not depend on the others: its scores
+// are the same bits in any group.
 // A query element comes in by set1, not broadcast_ss from its address: with
-// that builtin GCC 12 kept the accumulators on the stack, storing all 2H of
+// that builtin GCC 12 kept the accumulators on the stack, storing all of
 // them every dimension (prefill's tiled attention 1.5x slower).
 template <KvType T, int H, typename Keys>
 void score_rows(const float* const* q, int head_dim, const Keys& keys, float* const* s) {
-  __m256 acc[H][2];
-  for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+  F32x16 acc[H];
+  for (F32x16& a : acc) a = F32x16::zero();
   if constexpr (kv_quantized(T)) {
     for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
-      __m256 part[H][2];
-      for (auto& a : part) a[0] = a[1] = _mm256_setzero_ps();
+      F32x16 part[H];
+      for (F32x16& a : part) a = F32x16::zero();
       for (int i = b * kKvScaleBlock; i < std::min(head_dim, (b + 1) * kKvScaleBlock); ++i) {
-        __m256 k0, k1;
-        keys.load(i, k0, k1);
-#pragma GCC unroll 4
-        for (int h = 0; h < H; ++h) {
-          const __m256 qh = _mm256_set1_ps(q[h][i]);
-          part[h][0] = _mm256_fmadd_ps(qh, k0, part[h][0]);
-          part[h][1] = _mm256_fmadd_ps(qh, k1, part[h][1]);
-        }
+        const F32x16 k = keys.load(i);
+#pragma GCC unroll 8
+        for (int h = 0; h < H; ++h) part[h] = fmadd(F32x16::all(q[h][i]), k, part[h]);
       }
-      __m256 d0, d1;
-      keys.scales(b, d0, d1);
-      for (int h = 0; h < H; ++h) {
-        acc[h][0] = _mm256_fmadd_ps(part[h][0], d0, acc[h][0]);
-        acc[h][1] = _mm256_fmadd_ps(part[h][1], d1, acc[h][1]);
-      }
+      const F32x16 d = keys.scales(b);
+      for (int h = 0; h < H; ++h) acc[h] = fmadd(part[h], d, acc[h]);
     }
   } else {
     for (int i = 0; i < head_dim; ++i) {
-      __m256 k0, k1;
-      keys.load(i, k0, k1);
-#pragma GCC unroll 4
-      for (int h = 0; h < H; ++h) {
-        const __m256 qh = _mm256_set1_ps(q[h][i]);
-        acc[h][0] = _mm256_fmadd_ps(qh, k0, acc[h][0]);
-        acc[h][1] = _mm256_fmadd_ps(qh, k1, acc[h][1]);
-      }
+      const F32x16 k = keys.load(i);
+#pragma GCC unroll 8
+      for (int h = 0; h < H; ++h) acc[h] = fmadd(F32x16::all(q[h][i]), k, acc[h]);
     }
   }
-  for (int h = 0; h < H; ++h) _mm256_storeu_ps(s[h], acc[h][0]), _mm256_storeu_ps(s[h] + 8, acc[h][1]);
+  for (int h = 0; h < H; ++h) acc[h].store(s[h]);
 }
 
 // The value rows v[0..count) of a run as the cache holds them: dimensions
-// [i, i + 8) of row j widened (the codes, for the quantized types), block b
-// of 32 dimensions' scale, and one element.
+// [i, i + 16) of row j widened (the codes, for the quantized types; i a
+// multiple of 16), block b of 32 dimensions' scale, and one element.
 template <KvType T>
 struct CacheValues {
   const uint8_t* const* v;
   int head_dim;
-  __m256 load(int j, int i) const {
-    if constexpr (kv_quantized(T))
-      return value_codes<T>(v[j], i);
-    else
-      return load_values<T>(v[j], i);
-  }
+  F32x16 load(int j, int i) const { return sixteen<T>(v[j] + int64_t{kSixteenBytes<T>} * (i / 16)); }
   float scale(int j, int b) const {
     uint16_t h;
     std::memcpy(&h, v[j] + kv_value_code_bytes(T, head_dim) + 2 * b, 2);
@@ -912,7 +894,7 @@ struct CacheValues {
 };
 
 // The same rows widened once into floats (rows of `stride`, the dimensions
-// past the last multiple of 8 left to the cache): the floats CacheValues
+// past the last multiple of 16 left to the cache): the floats CacheValues
 // gives, so the same bits.
 template <KvType T>
 struct WideValues {
@@ -920,7 +902,7 @@ struct WideValues {
   const float* scales;  // [count][blocks]
   int stride, blocks;
   CacheValues<T> cache;
-  __m256 load(int j, int i) const { return _mm256_loadu_ps(rows + int64_t{j} * stride + i); }
+  F32x16 load(int j, int i) const { return F32x16::load(rows + int64_t{j} * stride + i); }
   float scale(int j, int b) const { return scales[j * blocks + b]; }
   float at(int j, int i) const { return cache.at(j, i); }
 };
@@ -961,27 +943,21 @@ inline float softmax_step(float* s, int first, int end, int lanes, float scale, 
   return old;
 }
 
-// Dimensions [i0, i0 + 8V) of H rows' weighted values: each row's acc times
-// old[h], plus w[h][j] x v[j] for j < n in position order, in HV chains
-// (8 for 4 rows and 16 dimensions). Each value vector is read and widened
-// once for the H rows. For the quantized types w holds each weight times
-// its row's scale of these dimensions, v the codes.
-template <int H, int V, typename Values>
+// Dimensions [i0, i0 + 16) of H rows' weighted values: each row's acc times
+// old[h], plus w[h][j] x v[j] for j < n in position order, in H chains of
+// 16 lanes. Each value vector is read and widened once for the H rows. For
+// the quantized types w holds each weight times its row's scale of these
+// dimensions, v the codes.
+template <int H, typename Values>
 void add_values(const float* const* w, const float* old, const Values& v, int n, int i0, float* const* acc) {
-  __m256 a[H][V];
-  for (int h = 0; h < H; ++h)
-    for (int r = 0; r < V; ++r) a[h][r] = _mm256_mul_ps(_mm256_loadu_ps(acc[h] + i0 + 8 * r), _mm256_set1_ps(old[h]));
+  F32x16 a[H];
+  for (int h = 0; h < H; ++h) a[h] = mul(F32x16::load(acc[h] + i0), F32x16::all(old[h]));
   for (int j = 0; j < n; ++j) {
-    __m256 x[V];
-    for (int r = 0; r < V; ++r) x[r] = v.load(j, i0 + 8 * r);
-#pragma GCC unroll 4
-    for (int h = 0; h < H; ++h) {
-      const __m256 wj = _mm256_set1_ps(w[h][j]);
-      for (int r = 0; r < V; ++r) a[h][r] = _mm256_fmadd_ps(wj, x[r], a[h][r]);
-    }
+    const F32x16 x = v.load(j, i0);
+#pragma GCC unroll 8
+    for (int h = 0; h < H; ++h) a[h] = fmadd(F32x16::all(w[h][j]), x, a[h]);
   }
-  for (int h = 0; h < H; ++h)
-    for (int r = 0; r < V; ++r) _mm256_storeu_ps(acc[h] + i0 + 8 * r, a[h][r]);
+  for (int h = 0; h < H; ++h) a[h].store(acc[h] + i0);
 }
 
 // H query rows' states, each the online softmax of its own query.
@@ -1011,11 +987,10 @@ void attend_rows(const Rows<H>& rows, int head_dim, KeysOf keys, const Values& v
   for (int h = 0; h < H; ++h) old[h] = softmax_step(s[h], first, end, lanes, scale, *rows.max[h], *rows.sum[h]);
   const float* w[H];
   for (int h = 0; h < H; ++h) w[h] = s[h] + first;
-  // Dimensions [lo, hi) with weights ws: by 16, then 8, then one at a time.
+  // Dimensions [lo, hi) with weights ws: by 16, then one at a time.
   auto add = [&](const float* const* ws, int lo, int hi) {
     int i = lo;
-    for (; i + 16 <= hi; i += 16) add_values<H, 2>(ws, old, v, count, i, rows.acc);
-    for (; i + 8 <= hi; i += 8) add_values<H, 1>(ws, old, v, count, i, rows.acc);
+    for (; i + 16 <= hi; i += 16) add_values<H>(ws, old, v, count, i, rows.acc);
     for (; i < hi; ++i)
       for (int h = 0; h < H; ++h) {
         float a = rows.acc[h][i] * old[h];
@@ -1040,27 +1015,20 @@ void attend_rows(const Rows<H>& rows, int head_dim, KeysOf keys, const Values& v
 }
 
 // group(r, std::integral_constant<int, H>{}) for rows [r, r + H) of
-// `count`, H = 4 while 4 remain.
-template <typename Group>
-void in_fours(int count, Group group) {
-  for (int r = 0; r < count;) {
-    const int take = std::min(4, count - r);
-    switch (take) {
-      case 4: group(r, std::integral_constant<int, 4>{}); break;
-      case 3: group(r, std::integral_constant<int, 3>{}); break;
-      case 2: group(r, std::integral_constant<int, 2>{}); break;
-      default: group(r, std::integral_constant<int, 1>{}); break;
-    }
-    r += take;
-  }
+// `count`: H = kAttendRows while that many remain, then halves of it.
+template <int H = kAttendRows, typename Group>
+void in_groups(int count, Group group, int r = 0) {
+  for (; r + H <= count; r += H) group(r, std::integral_constant<int, H>{});
+  if constexpr (H > 1) in_groups<H / 2>(count, group, r);
 }
 
-// Heads 4 at a time over the run, its keys and values read from the cache.
+// Heads kAttendRows at a time over the run, its keys and values read from
+// the cache.
 template <KvType T>
 void attend_run(const float* q, int heads, int head_dim, const uint8_t* const* kb, const uint8_t* const* v, float scale,
                 int first, int count, float* max, float* sum, float* acc) {
   const CacheValues<T> values{v, head_dim};
-  in_fours(heads, [&](int h0, auto group) {
+  in_groups(heads, [&](int h0, auto group) {
     constexpr int H = decltype(group)::value;
     Rows<H> rows;
     for (int h = 0; h < H; ++h)
@@ -1084,25 +1052,17 @@ constexpr int kWideDims = 64;
 template <KvType T>
 void widen_keys(const uint8_t* kb, int head_dim, float* k, float* scale) {
   const CacheKeys<T> keys{kb, head_dim};
-  for (int i = 0; i < head_dim; ++i) {
-    __m256 k0, k1;
-    keys.load(i, k0, k1);
-    _mm256_storeu_ps(k + 16 * i, k0), _mm256_storeu_ps(k + 16 * i + 8, k1);
-  }
+  for (int i = 0; i < head_dim; ++i) keys.load(i).store(k + 16 * i);
   if constexpr (kv_quantized(T))
-    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
-      __m256 d0, d1;
-      keys.scales(b, d0, d1);
-      _mm256_storeu_ps(scale + 16 * b, d0), _mm256_storeu_ps(scale + 16 * b + 8, d1);
-    }
+    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) keys.scales(b).store(scale + 16 * b);
 }
 
-// The value rows' whole groups of 8 dimensions widened into rows of
+// The value rows' whole groups of 16 dimensions widened into rows of
 // `stride`, and for the quantized types each row's scales [blocks].
 template <KvType T>
 void widen_values(const CacheValues<T>& v, int count, int stride, int blocks, float* rows, float* scales) {
   for (int j = 0; j < count; ++j) {
-    for (int i = 0; i + 8 <= v.head_dim; i += 8) _mm256_storeu_ps(rows + int64_t{j} * stride + i, v.load(j, i));
+    for (int i = 0; i + 16 <= v.head_dim; i += 16) v.load(j, i).store(rows + int64_t{j} * stride + i);
     if constexpr (kv_quantized(T))
       for (int b = 0; b < blocks; ++b) scales[j * blocks + b] = v.scale(j, b);
   }
@@ -1110,8 +1070,8 @@ void widen_values(const CacheValues<T>& v, int count, int stride, int blocks, fl
 
 // attend_run for each of `tokens` queries q[t] with states[t], the run
 // widened once for all of them: its keys, then its values, are read and
-// widened once, and the tokens' heads take them 4 rows at a time from the
-// floats. Each row's arithmetic is attend_run's for its token alone.
+// widened once, and the tokens' heads take them kAttendRows rows at a time
+// from the floats. Each row's arithmetic is attend_run's for its token alone.
 template <KvType T>
 void attend_tile(const float* const* q, int tokens, int heads, int head_dim, const uint8_t* const* kb,
                  const uint8_t* const* v, float scale, int first, int count, const AttentionState* states) {
@@ -1129,7 +1089,7 @@ void attend_tile(const float* const* q, int tokens, int heads, int head_dim, con
   const CacheValues<T> cache{v, head_dim};
   widen_values<T>(cache, count, head_dim, blocks, rows, row_scales);
   const WideValues<T> values{rows, row_scales, head_dim, blocks, cache};
-  in_fours(tokens * heads, [&](int r0, auto group) {
+  in_groups(tokens * heads, [&](int r0, auto group) {
     constexpr int H = decltype(group)::value;
     Rows<H> rs;
     for (int h = 0; h < H; ++h) {
