@@ -213,9 +213,13 @@ inline __m256 masked(__m256 v, int g) {
   return Tail ? _mm256_and_ps(v, lane_mask(g)) : v;
 }
 
-// 8 F16 at p, as floats; 8 unsigned or signed bytes at p, as floats; the F16
-// at p in every lane.
+// 8 F16 (or BF16) at p, as floats; 8 unsigned or signed bytes at p, as
+// floats; the F16 at p in every lane.
 inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 bf16x8(const uint8_t* p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
 inline __m256 u8x8(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
@@ -683,27 +687,19 @@ float f32(const uint8_t* w, const float* x, int64_t n) {
 }
 
 float f16(const uint8_t* w, const float* x, int64_t n) {
-  return float_dot<2>(
-      w, x, n, [](const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); },
-      [](const uint8_t* p) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        return half(h);
-      });
+  return float_dot<2>(w, x, n, f16x8, [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half(h);
+  });
 }
 
 float bf16(const uint8_t* w, const float* x, int64_t n) {
-  return float_dot<2>(
-      w, x, n,
-      [](const uint8_t* p) {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-      },
-      [](const uint8_t* p) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        return bf16_to_fp32(h);
-      });
+  return float_dot<2>(w, x, n, bf16x8, [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return bf16_to_fp32(h);
+  });
 }
 
 // e^x for x in [-87, 88] (clamped there: below, e^x is 0 or denormal and
@@ -777,22 +773,13 @@ struct F32x16 {
   static F32x16 zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
   static F32x16 all(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
   static F32x16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-  static F32x16 halves(const uint8_t* p) { return {f16_lanes(p), f16_lanes(p + 16)}; }
-  static F32x16 bfloats(const uint8_t* p) { return {bf16_lanes(p), bf16_lanes(p + 16)}; }
+  static F32x16 halves(const uint8_t* p) { return {f16x8(p), f16x8(p + 16)}; }
+  static F32x16 bfloats(const uint8_t* p) { return {bf16x8(p), bf16x8(p + 16)}; }
   static F32x16 bytes(__m128i b) {
     return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)),
             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
   }
   void store(float* p) const { _mm256_storeu_ps(p, lo), _mm256_storeu_ps(p + 8, hi); }
-
- private:
-  static __m256 f16_lanes(const uint8_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static __m256 bf16_lanes(const uint8_t* p) {
-    return _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-  }
 };
 inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) {
   return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
