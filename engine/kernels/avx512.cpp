@@ -7,6 +7,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/layer_math.h"

@@ -98,10 +98,12 @@ struct KernelSet {
   // largest score, sum[h] the sum of e^(score - max[h]), acc[h * head_dim +
   // i] the values weighted by e^(score - max[h]); a score is scale x (q_h .
   // key). The scalar set takes the run a key block at a time, its sums in
-  // the plain loop's order (dimensions, then positions); for quantized keys
-  // (q8_0, q4_0), the codes' products by blocks of 32 dimensions, each
-  // block's times its scale. The vector sets take the run's scores first,
-  // then one softmax step a head, then the values.
+  // the plain loop's order (dimensions, then positions). Quantized keys
+  // (q8_0, q4_0) score the query quantized by kv_format.h's query_codes:
+  // by blocks of 32 dimensions, the integer sum of the code products times
+  // the two scales, the same bits in every set (the AVX-512 set's VNNI
+  // products four dimensions an instruction). The vector sets take the
+  // run's scores first, then one softmax step a head, then the values.
   using AttendRun = void (*)(const float* q, int heads, int head_dim, const uint8_t* const* kb, const uint8_t* const* v,
                              float scale, int first, int count, float* max, float* sum, float* acc);
   std::array<AttendRun, kKvTypeCount> attend_run;

@@ -128,6 +128,20 @@ float kv_type_limit(KvType type) {
   return INFINITY;
 }
 
+float query_codes(const float* x, int n, int8_t* codes) {
+  float amax = 0;
+  bool finite = true;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i])), finite = finite && std::isfinite(x[i]);
+  if (!finite) {
+    std::fill(codes, codes + n, int8_t{0});
+    return NAN;
+  }
+  const float d = amax / 127.0f, inverse = d != 0 ? 1.0f / d : 0.0f;
+  for (int i = 0; i < n; ++i)
+    codes[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inverse), -127.0f, 127.0f));
+  return d;
+}
+
 int store_keys(KvType type, uint8_t* kb, int head_dim, int lane, const float* k) {
   return store_row(type, kb, lane, kKeyBlock, kb + kv_key_code_bytes(type, head_dim) + 2 * lane, kKeyBlock, head_dim,
                    k);

@@ -46,6 +46,9 @@ constexpr int kKvTypeCount = 5;
 constexpr int kKeyBlock = 16;
 // Dimensions per scale of q8_0 and q4_0.
 constexpr int kKvScaleBlock = 32;
+// The widest head the attention kernels take (model_config.cpp refuses
+// wider ones): the size of their buffers for one query row.
+constexpr int kMaxHeadDim = 512;
 
 // What tpsrun uses without --kv-type: half f32's bytes, and the closest of
 // the smaller types to f32 -- its KL divergence from f32 about twice what
@@ -149,6 +152,16 @@ inline float key_at(KvType type, const uint8_t* kb, int head_dim, int i, int lan
   const float x = key_code(type, kb, i, lane);
   return kv_quantized(type) ? key_scale(type, kb, head_dim, i, lane) * x : x;
 }
+// Quantized keys (q8_0, q4_0) score a query quantized as Q8_0 quantizes:
+// by blocks of n <= 32 dimensions, the scale max |x| / 127 (kept as a
+// float), codes round(x x (1 / scale)) (0 for a block of zeros). So a
+// block's score is an integer sum of code products times the two scales:
+// exact in int32 and in float (32 x 127 x 127 < 2^24), the same in every
+// kernel set, as llama.cpp scores its q8_0 keys. Writes codes[0..n) and
+// returns the scale; a block with an infinity or NaN gets zero codes and a
+// NaN scale, so its scores are NaN as float products would make them.
+float query_codes(const float* x, int n, int8_t* codes);
+
 // Dimension i of the values row v.
 inline float value_at(KvType type, const uint8_t* v, int head_dim, int i) {
   const float x = kv_detail::element(type, v, i);

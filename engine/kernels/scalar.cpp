@@ -189,22 +189,39 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
-// q . the key at lane j of a key block, the products added in dimension
-// order; the quantized types' codes (q4_0's less 8) by blocks of 32
-// dimensions, each block's sum times its scale (the order the vector
-// kernels keep per lane).
+// One query head as the key type scores it: its floats, and for quantized
+// keys its codes and scales by blocks of 32 dimensions (kv_format.h).
 template <KvType T>
-float key_dot(const float* q, const uint8_t* kb, int head_dim, int j) {
+struct Query {
+  const float* x;
+  int8_t code[kMaxHeadDim];
+  float scale[kMaxHeadDim / kKvScaleBlock];
+  Query(const float* q, int head_dim) : x(q) {
+    if constexpr (kv_quantized(T))
+      for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
+        const int i0 = b * kKvScaleBlock;
+        scale[b] = query_codes(q + i0, std::min(kKvScaleBlock, head_dim - i0), code + i0);
+      }
+  }
+};
+
+// q . the key at lane j of a key block, the products added in dimension
+// order; for quantized keys by blocks of 32 dimensions, each block's
+// integer sum of code products (q4_0's key codes less 8) times the key's
+// scale times the query's, multiplied and added in one rounding as the
+// vector sets' multiply-adds do: the same bits.
+template <KvType T>
+float key_dot(const Query<T>& q, const uint8_t* kb, int head_dim, int j) {
   float dot = 0;
   if constexpr (kv_quantized(T)) {
     for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
-      float block = 0;
+      int32_t block = 0;
       for (int i = b * kKvScaleBlock; i < std::min(head_dim, (b + 1) * kKvScaleBlock); ++i)
-        block += q[i] * key_code(T, kb, i, j);
-      dot += block * key_scale(T, kb, head_dim, b * kKvScaleBlock, j);
+        block += q.code[i] * static_cast<int32_t>(key_code(T, kb, i, j));
+      dot = std::fma(static_cast<float>(block), key_scale(T, kb, head_dim, b * kKvScaleBlock, j) * q.scale[b], dot);
     }
   } else {
-    for (int i = 0; i < head_dim; ++i) dot += q[i] * key_at(T, kb, head_dim, i, j);
+    for (int i = 0; i < head_dim; ++i) dot += q.x[i] * key_at(T, kb, head_dim, i, j);
   }
   return dot;
 }
@@ -216,10 +233,10 @@ template <KvType T>
 void attend_block(const float* q, int heads, int head_dim, const uint8_t* kb, const uint8_t* const* v, float scale,
                   int first, int count, float* max, float* sum, float* acc) {
   for (int h = 0; h < heads; ++h) {
+    const Query<T> query(q + h * head_dim, head_dim);
     float w[kKeyBlock];
     float m = max[h];
-    for (int j = 0; j < count; ++j)
-      m = std::max(m, w[j] = key_dot<T>(q + h * head_dim, kb, head_dim, first + j) * scale);
+    for (int j = 0; j < count; ++j) m = std::max(m, w[j] = key_dot<T>(query, kb, head_dim, first + j) * scale);
     const float old = std::exp(max[h] - m);  // 0 for a state of no positions
     float total = sum[h] * old;
     for (int j = 0; j < count; ++j) total += w[j] = std::exp(w[j] - m);

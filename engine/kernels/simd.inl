@@ -739,6 +739,13 @@ void swiglu(const float* gate, const float* up, const float* gate_bias, const fl
   for (; i < n; ++i) out[i] = swiglu_oai(gate[i] + gate_bias[i], up[i] + up_bias[i], alpha, limit);
 }
 
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
 // Sixteen float lanes: a key block's lanes of one dimension (kKeyBlock),
 // or sixteen dimensions of a values row. The attention kernels below are
 // written over it once: one 512-bit vector in the AVX-512 set, two 256-bit
@@ -760,9 +767,31 @@ struct F32x16 {
   }
   static F32x16 bytes(__m128i b) { return {_mm512_maskz_cvtepi32_ps(kEvery, _mm512_maskz_cvtepi8_epi32(kEvery, b))}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
+  F32x16 abs() const { return {_mm512_abs_ps(v)}; }
+  F32x16 rounded() const {
+    return {_mm512_maskz_roundscale_ps(kEvery, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+  }
+  // The lanes folded by op in halves, quarters, ... (GCC 12's
+  // _mm512_castps512_ps256 takes the same undefined pass-through).
+  template <typename Op>
+  float fold(Op op) const {
+    __m512 x = op(v, _mm512_maskz_shuffle_f32x4(kEvery, v, v, 0x4E));
+    x = op(x, _mm512_maskz_shuffle_f32x4(kEvery, x, x, 0xB1));
+    x = op(x, _mm512_maskz_permute_ps(kEvery, x, 0x4E));
+    return _mm512_cvtss_f32(op(x, _mm512_maskz_permute_ps(kEvery, x, 0xB1)));
+  }
+  float largest() const {
+    return fold([](__m512 a, __m512 b) { return _mm512_maskz_max_ps(kEvery, a, b); });
+  }
+  float total() const {
+    return fold([](__m512 a, __m512 b) { return _mm512_maskz_add_ps(kEvery, a, b); });
+  }
+  bool finite() const { return _mm512_cmp_ps_mask(abs().v, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == kEvery; }
 };
 inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline F32x16 mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline F32x16 add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline F32x16 max(F32x16 a, F32x16 b) { return {_mm512_maskz_max_ps(kEvery, a.v, b.v)}; }
 // Query rows one pass over a run takes: 8 rows' accumulators and a key
 // vector fit the 32 vector registers, so a kv head's 8 query heads (gpt-oss)
 // read and widen its keys and values once.
@@ -780,11 +809,29 @@ struct F32x16 {
             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
   }
   void store(float* p) const { _mm256_storeu_ps(p, lo), _mm256_storeu_ps(p + 8, hi); }
+  F32x16 abs() const {
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    return {_mm256_and_ps(lo, magnitude), _mm256_and_ps(hi, magnitude)};
+  }
+  F32x16 rounded() const {
+    return {_mm256_round_ps(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+            _mm256_round_ps(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+  }
+  float largest() const { return hmax(_mm256_max_ps(lo, hi)); }
+  float total() const { return hsum(_mm256_add_ps(lo, hi)); }
+  bool finite() const {
+    const F32x16 a = abs();
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    return _mm256_movemask_ps(
+               _mm256_and_ps(_mm256_cmp_ps(a.lo, inf, _CMP_LT_OQ), _mm256_cmp_ps(a.hi, inf, _CMP_LT_OQ))) == 0xFF;
+  }
 };
 inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) {
   return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
 inline F32x16 mul(F32x16 a, F32x16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline F32x16 add(F32x16 a, F32x16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline F32x16 max(F32x16 a, F32x16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
 // 4 rows' accumulators (8 vectors) leave room in the 16 vector registers
 // for the keys and the query element.
 constexpr int kAttendRows = 4;
@@ -810,23 +857,85 @@ inline F32x16 sixteen(const uint8_t* p) {
 template <KvType T>
 constexpr int kSixteenBytes = T == KvType::q4_0 ? 8 : 16 * kv_element_bytes(T);
 
+// The cache's pieces a run reads are small (a kv head's key block and its
+// 16 value rows, 1-2 KiB each) and scattered over the pool: too short for
+// the hardware's prefetchers to ramp up, so their lines are asked for one
+// key block ahead.
+inline void prefetch_bytes(const uint8_t* p, uint64_t n) {
+  for (uint64_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p + n - 1), _MM_HINT_T0);
+}
+
+// Whether quantized keys of type T are scored by VNNI's integer products
+// (four dimensions an instruction) rather than by float multiply-adds over
+// their codes; both give the same exact sums.
+#ifdef __AVX512VNNI__
+template <KvType T>
+constexpr bool kIntegerKeys = kv_quantized(T);
+// dpbusd multiplies unsigned bytes by signed ones: the keys' codes come in
+// as code + kKeyBias (q8_0's with the sign bit flipped, q4_0's nibbles as
+// stored), the query's as they are, and the query's codes' sum times the
+// bias is taken off.
+template <KvType T>
+constexpr int kKeyBias = T == KvType::q8_0 ? 128 : 8;
+
+// Dimensions [i, i + n) of a quantized key block's 16 lanes (n <= 4; the
+// others zero bytes) from the codes of dimension i at p, as dpbusd takes
+// them: lane j's four codes + kKeyBias in its 32 bits.
+template <KvType T>
+inline __m512i key_quad(const uint8_t* p, int n) {
+  __m512i x;
+  if constexpr (T == KvType::q8_0) {
+    x = n >= 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((__mmask64{1} << (16 * n)) - 1, p);
+    x = _mm512_xor_si512(x, _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    const __m256i y = n >= 4 ? load256(p) : _mm256_maskz_loadu_epi8((__mmask32{1} << (8 * n)) - 1, p);
+    // Dimension d's 8 bytes into both halves of 128-bit lane d, then the
+    // low nibbles (lanes 0..7) in the low half, the high in the high.
+    x = _mm512_maskz_permutexvar_epi64(0xFF, _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3),
+                                       _mm512_maskz_broadcast_i64x4(0xFF, y));
+    x = _mm512_and_si512(_mm512_maskz_srlv_epi64(0xFF, x, _mm512_setr_epi64(0, 4, 0, 4, 0, 4, 0, 4)),
+                         _mm512_set1_epi8(0x0F));
+  }
+  // [dimension][lane] to [lane][dimension]: 4 x 4 words across the 128-bit
+  // lanes, then 4 x 4 bytes within each.
+  x = _mm512_maskz_permutexvar_epi32(kEvery, _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                     x);
+  return _mm512_shuffle_epi8(x, _mm512_set4_epi32(0x0F0B0703, 0x0E0A0602, 0x0D090501, 0x0C080400));
+}
+#else
+template <KvType T>
+constexpr bool kIntegerKeys = false;
+#endif
+
 // A key block as the cache holds it: dimension i's 16 lanes widened (the
-// codes, for the quantized types), and block b of 32 dimensions' scales.
+// codes, for the quantized types), dimensions [i, i + 4) as integer
+// products take them, and block b of 32 dimensions' scales.
 template <KvType T>
 struct CacheKeys {
   const uint8_t* kb;
   int head_dim;
   F32x16 load(int i) const { return sixteen<T>(kb + int64_t{kSixteenBytes<T>} * i); }
+#ifdef __AVX512VNNI__
+  __m512i quad(int i) const { return key_quad<T>(kb + int64_t{kSixteenBytes<T>} * i, std::min(4, head_dim - i)); }
+#endif
   F32x16 scales(int b) const { return F32x16::halves(kb + kv_key_code_bytes(T, head_dim) + 32 * b); }
+  void prefetch() const { prefetch_bytes(kb, kv_key_block_bytes(T, head_dim)); }
 };
 
-// The same block widened once into floats, k[i][16] and scale[b][16], for a
-// tile's many query rows: the floats CacheKeys gives, so the same bits.
+// The same block widened once for a tile's many query rows: k[i][16]
+// floats, or quads[i / 4][64] bytes for integer products, and scale[b][16]:
+// what CacheKeys gives, so the same bits.
 struct WideKeys {
   const float* k;
+  const uint8_t* quads;
   const float* scale;
   F32x16 load(int i) const { return F32x16::load(k + 16 * i); }
+#ifdef __AVX512VNNI__
+  __m512i quad(int i) const { return _mm512_loadu_si512(quads + 16 * i); }
+#endif
   F32x16 scales(int b) const { return F32x16::load(scale + 16 * b); }
+  void prefetch() const {}
 };
 
 // H query rows' scores of a key block's 16 lanes, unscaled, into s[h][0..16):
@@ -838,28 +947,98 @@ struct WideKeys {
 // A query element comes in by set1, not broadcast_ss from its address: with
 // that builtin GCC 12 kept the accumulators on the stack, storing all of
 // them every dimension (prefill's tiled attention 1.5x slower).
-template <KvType T, int H, typename Keys>
+template <int H, typename Keys>
 void score_rows(const float* const* q, int head_dim, const Keys& keys, float* const* s) {
   F32x16 acc[H];
   for (F32x16& a : acc) a = F32x16::zero();
-  if constexpr (kv_quantized(T)) {
-    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
-      F32x16 part[H];
-      for (F32x16& a : part) a = F32x16::zero();
-      for (int i = b * kKvScaleBlock; i < std::min(head_dim, (b + 1) * kKvScaleBlock); ++i) {
-        const F32x16 k = keys.load(i);
+  for (int i = 0; i < head_dim; ++i) {
+    const F32x16 k = keys.load(i);
 #pragma GCC unroll 8
-        for (int h = 0; h < H; ++h) part[h] = fmadd(F32x16::all(q[h][i]), k, part[h]);
+    for (int h = 0; h < H; ++h) acc[h] = fmadd(F32x16::all(q[h][i]), k, acc[h]);
+  }
+  for (int h = 0; h < H; ++h) acc[h].store(s[h]);
+}
+
+// H query rows quantized for quantized keys, by blocks of 32 dimensions
+// (kv_format.h's query_codes): each block's scale, and the codes as the
+// score loop takes them -- for integer products four to a 32-bit word, with
+// -kKeyBias x the block's codes' sum; otherwise as floats.
+template <int H>
+struct QueryCodes {
+  static constexpr int kBlocks = kMaxHeadDim / kKvScaleBlock;
+  float scale[H][kBlocks];
+#ifdef __AVX512VNNI__
+  int32_t quad[H][kMaxHeadDim / 4];
+  int32_t offset[H][kBlocks];
+#else
+  float code[H][kMaxHeadDim];
+#endif
+};
+
+// query_codes for H rows, 16 lanes at a time: the same codes and scales.
+// The codes of a short last block's missing dimensions are 0.
+template <KvType T, int H>
+void quantize_rows(const float* const* q, int head_dim, QueryCodes<H>& c) {
+  for (int h = 0; h < H; ++h)
+    for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
+      const int i0 = b * kKvScaleBlock, n = std::min(kKvScaleBlock, head_dim - i0);
+      alignas(64) float padded[kKvScaleBlock] = {};
+      const float* x = q[h] + i0;
+      if (n < kKvScaleBlock) x = static_cast<const float*>(std::memcpy(padded, x, n * sizeof(float)));
+      const F32x16 lo = F32x16::load(x), hi = F32x16::load(x + 16);
+      F32x16 code_lo = F32x16::zero(), code_hi = F32x16::zero();
+      float d = NAN;
+      if (lo.finite() && hi.finite()) {
+        d = max(lo.abs(), hi.abs()).largest() / 127.0f;
+        const F32x16 inverse = F32x16::all(d != 0 ? 1.0f / d : 0.0f);
+        code_lo = mul(lo, inverse).rounded(), code_hi = mul(hi, inverse).rounded();
       }
-      const F32x16 d = keys.scales(b);
-      for (int h = 0; h < H; ++h) acc[h] = fmadd(part[h], d, acc[h]);
+      c.scale[h][b] = d;
+#ifdef __AVX512VNNI__
+      int8_t* codes = reinterpret_cast<int8_t*>(c.quad[h]) + i0;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes),
+                       _mm512_maskz_cvtsepi32_epi8(kEvery, _mm512_maskz_cvtps_epi32(kEvery, code_lo.v)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16),
+                       _mm512_maskz_cvtsepi32_epi8(kEvery, _mm512_maskz_cvtps_epi32(kEvery, code_hi.v)));
+      c.offset[h][b] = -kKeyBias<T> * static_cast<int32_t>(add(code_lo, code_hi).total());
+#else
+      code_lo.store(c.code[h] + i0), code_hi.store(c.code[h] + i0 + 16);
+#endif
     }
-  } else {
-    for (int i = 0; i < head_dim; ++i) {
+}
+
+// H quantized query rows' scores of a quantized key block's 16 lanes,
+// unscaled, into s[h][0..16): per block of 32 dimensions the integer sum of
+// the query's and the keys' code products -- exact, so the same in every
+// set -- times the key's scale times the query's, added in H chains. With
+// VNNI four dimensions a dpbusd; otherwise float multiply-adds over the
+// codes, exact below 2^24.
+template <KvType T, int H, typename Keys>
+void score_codes(const QueryCodes<H>& q, int head_dim, const Keys& keys, float* const* s) {
+  F32x16 acc[H];
+  for (F32x16& a : acc) a = F32x16::zero();
+  for (int b = 0; b * kKvScaleBlock < head_dim; ++b) {
+    const int end = std::min(head_dim, (b + 1) * kKvScaleBlock);
+    F32x16 part[H];
+#ifdef __AVX512VNNI__
+    __m512i sum[H];
+    for (int h = 0; h < H; ++h) sum[h] = _mm512_set1_epi32(q.offset[h][b]);
+    for (int i = b * kKvScaleBlock; i < end; i += 4) {
+      const __m512i k = keys.quad(i);
+#pragma GCC unroll 8
+      for (int h = 0; h < H; ++h) sum[h] = _mm512_dpbusd_epi32(sum[h], k, _mm512_set1_epi32(q.quad[h][i / 4]));
+    }
+    for (int h = 0; h < H; ++h) part[h] = {_mm512_maskz_cvtepi32_ps(kEvery, sum[h])};
+#else
+    for (F32x16& a : part) a = F32x16::zero();
+    for (int i = b * kKvScaleBlock; i < end; ++i) {
       const F32x16 k = keys.load(i);
 #pragma GCC unroll 8
-      for (int h = 0; h < H; ++h) acc[h] = fmadd(F32x16::all(q[h][i]), k, acc[h]);
+      for (int h = 0; h < H; ++h) part[h] = fmadd(F32x16::all(q.code[h][i]), k, part[h]);
     }
+#endif
+    const F32x16 d = keys.scales(b);
+    for (int h = 0; h < H; ++h) acc[h] = fmadd(part[h], mul(d, F32x16::all(q.scale[h][b])), acc[h]);
   }
   for (int h = 0; h < H; ++h) acc[h].store(s[h]);
 }
@@ -878,6 +1057,7 @@ struct CacheValues {
     return half(h);
   }
   float at(int j, int i) const { return value_at(T, v[j], head_dim, i); }
+  void prefetch(int j) const { prefetch_bytes(v[j], kv_value_bytes(T, head_dim)); }
 };
 
 // The same rows widened once into floats (rows of `stride`, the dimensions
@@ -892,14 +1072,8 @@ struct WideValues {
   F32x16 load(int j, int i) const { return F32x16::load(rows + int64_t{j} * stride + i); }
   float scale(int j, int b) const { return scales[j * blocks + b]; }
   float at(int j, int i) const { return cache.at(j, i); }
+  void prefetch(int) const {}
 };
-
-inline float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
 
 // One row's step of the online softmax over a run's lanes: s[0, lanes) its
 // unscaled scores, of which [first, end) are the run's positions. They
@@ -965,10 +1139,17 @@ template <KvType T, int H, typename KeysOf, typename Values>
 void attend_rows(const Rows<H>& rows, int head_dim, KeysOf keys, const Values& v, float scale, int first, int end) {
   const int lanes = (end + kKeyBlock - 1) / kKeyBlock * kKeyBlock, count = end - first;
   alignas(32) float s[H][kAttendRunBlocks * kKeyBlock];
+  [[maybe_unused]] std::conditional_t<kv_quantized(T), QueryCodes<H>, std::monostate> codes;
+  if constexpr (kv_quantized(T)) quantize_rows<T, H>(rows.q, head_dim, codes);
   for (int b = 0; b * kKeyBlock < end; ++b) {
+    if ((b + 1) * kKeyBlock < end) keys(b + 1).prefetch();
+    for (int j = std::max(first, b * kKeyBlock); j < std::min(end, (b + 1) * kKeyBlock); ++j) v.prefetch(j - first);
     float* out[H];
     for (int h = 0; h < H; ++h) out[h] = s[h] + b * kKeyBlock;
-    score_rows<T, H>(rows.q, head_dim, keys(b), out);
+    if constexpr (kv_quantized(T))
+      score_codes<T, H>(codes, head_dim, keys(b), out);
+    else
+      score_rows<H>(rows.q, head_dim, keys(b), out);
   }
   float old[H];
   for (int h = 0; h < H; ++h) old[h] = softmax_step(s[h], first, end, lanes, scale, *rows.max[h], *rows.sum[h]);
@@ -1034,12 +1215,16 @@ void attend_run(const float* q, int heads, int head_dim, const uint8_t* const* k
 // stack: gpt-oss's 64); wider ones take attend_run a token at a time.
 constexpr int kWideDims = 64;
 
-// A key block's keys widened (kernels/kv_format.h): k[i][16], and for the
-// quantized types scale[b][16] of each 32 dimensions.
+// A key block's keys widened (kernels/kv_format.h): k[i][16], or for
+// integer products quads[i / 4][64], and for the quantized types
+// scale[b][16] of each 32 dimensions.
 template <KvType T>
-void widen_keys(const uint8_t* kb, int head_dim, float* k, float* scale) {
+void widen_keys(const uint8_t* kb, int head_dim, float* k, uint8_t* quads, float* scale) {
   const CacheKeys<T> keys{kb, head_dim};
-  for (int i = 0; i < head_dim; ++i) keys.load(i).store(k + 16 * i);
+  if constexpr (kIntegerKeys<T>)
+    for (int i = 0; i < head_dim; i += 4) _mm512_storeu_si512(quads + 16 * i, keys.quad(i));
+  else
+    for (int i = 0; i < head_dim; ++i) keys.load(i).store(k + 16 * i);
   if constexpr (kv_quantized(T))
     for (int b = 0; b * kKvScaleBlock < head_dim; ++b) keys.scales(b).store(scale + 16 * b);
 }
@@ -1069,10 +1254,12 @@ void attend_tile(const float* const* q, int tokens, int heads, int head_dim, con
   }
   constexpr int kBlocks = kWideDims / kKvScaleBlock, kLanes = kAttendRunBlocks * kKeyBlock;
   float k[kLanes * kWideDims], k_scale[kLanes * kBlocks], rows[kLanes * kWideDims], row_scales[kLanes * kBlocks];
+  uint8_t quads[kLanes * kWideDims];
   const int blocks = (head_dim + kKvScaleBlock - 1) / kKvScaleBlock;
-  const int64_t key_floats = int64_t{kKeyBlock} * head_dim, scale_floats = kKeyBlock * blocks;
+  const int64_t key_floats = int64_t{kKeyBlock} * head_dim, scale_floats = kKeyBlock * blocks,
+                quad_bytes = int64_t{kKeyBlock} * ((head_dim + 3) / 4 * 4);
   for (int b = 0; b * kKeyBlock < first + count; ++b)
-    widen_keys<T>(kb[b], head_dim, k + b * key_floats, k_scale + b * scale_floats);
+    widen_keys<T>(kb[b], head_dim, k + b * key_floats, quads + b * quad_bytes, k_scale + b * scale_floats);
   const CacheValues<T> cache{v, head_dim};
   widen_values<T>(cache, count, head_dim, blocks, rows, row_scales);
   const WideValues<T> values{rows, row_scales, head_dim, blocks, cache};
@@ -1088,7 +1275,7 @@ void attend_tile(const float* const* q, int tokens, int heads, int head_dim, con
     attend_rows<T, H>(
         rs, head_dim,
         [&](int b) {
-          return WideKeys{k + b * key_floats, k_scale + b * scale_floats};
+          return WideKeys{k + b * key_floats, quads + b * quad_bytes, k_scale + b * scale_floats};
         },
         values, scale, first, first + count);
   });

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/kernels/kv_format.h"
 #include "engine/kernels/packed_rows.h"
 #include "runtime/error.h"
 
@@ -121,9 +122,8 @@ ModelConfig read_model_config(const GgufFile& f) {
   require(c.sliding_window >= 1, "attention.sliding_window is 0 (expected a window in tokens)");
   require(c.n_expert >= 1 && c.n_expert <= 256,
           cat("expert_count ", c.n_expert, " is not in 1..256 (tps supports up to 256 experts)"));
-  require(c.head_dim <= 512, cat("key_length ", c.head_dim,
-                                 " is over 512 (tps supports head "
-                                 "dimensions up to 512)"));
+  require(c.head_dim <= kMaxHeadDim, cat("key_length ", c.head_dim, " is over ", kMaxHeadDim,
+                                         " (tps supports head dimensions up to ", kMaxHeadDim, ")"));
   // Every layer has 19 tensors: a count past the file's is corrupt (and
   // would take long to find tensor by tensor).
   require(uint64_t{c.n_layer} * 19 <= f.tensors().size(),
