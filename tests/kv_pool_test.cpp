@@ -294,6 +294,58 @@ TEST(KvPool, ValuesBeyondTheCacheTypeAreClampedWithOneWarning) {
   for (float o : out) EXPECT_TRUE(std::isfinite(o)) << o;
 }
 
+// The query's quantization for quantized keys: Q8_0's codec with a float
+// scale; a zero block, one too small for a float inverse and one with an
+// infinity or NaN each as kv_format.h says.
+TEST(KvPool, QueryCodesOfEdgeBlocks) {
+  std::vector<float> x(32);
+  std::vector<int8_t> codes(32);
+  for (int i = 0; i < 32; ++i) x[i] = (i - 16) * 0.25f;
+  EXPECT_EQ(query_codes(x.data(), 32, codes.data()), 4.0f / 127);
+  EXPECT_EQ(codes[0], -127);
+  EXPECT_EQ(codes[20], 32);  // 1 / (4 / 127) = 31.75
+  for (const float tiny : {0.0f, 1e-38f}) {
+    std::fill(x.begin(), x.end(), tiny);
+    EXPECT_EQ(query_codes(x.data(), 13, codes.data()), 0.0f) << tiny;
+    EXPECT_EQ(std::count(codes.begin(), codes.begin() + 13, 0), 13) << tiny;
+  }
+  for (const float bad : {INFINITY, NAN}) {
+    x[3] = bad;
+    EXPECT_TRUE(std::isnan(query_codes(x.data(), 32, codes.data()))) << bad;
+    EXPECT_EQ(std::count(codes.begin(), codes.end(), 0), 32) << bad;
+  }
+  // The vector sets quantize so too: a query whose blocks are zero, tiny and
+  // ordinary scores as the scalar set's.
+  const int hd = 96;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (KvType type : {KvType::q8_0, KvType::q4_0}) {
+    std::vector<uint8_t> kb(kv_key_block_bytes(type, hd)), rows(kKeyBlock * kv_value_bytes(type, hd));
+    std::vector<float> k(hd), q(hd);
+    std::vector<const uint8_t*> v(kKeyBlock);
+    for (int lane = 0; lane < kKeyBlock; ++lane) {
+      for (float& f : k) f = normal(rng);
+      store_keys(type, kb.data(), hd, lane, k.data());
+      v[lane] = rows.data() + lane * kv_value_bytes(type, hd);
+      store_values(type, rows.data() + lane * kv_value_bytes(type, hd), hd, k.data());
+    }
+    for (int i = 0; i < hd; ++i) q[i] = i < 32 ? 0.0f : i < 64 ? 1e-38f : normal(rng);
+    const uint8_t* blocks[1] = {kb.data()};
+    std::vector<float> want(hd);
+    float want_max = -INFINITY, want_sum = 0;
+    kScalarKernels.attend_run[static_cast<int>(type)](q.data(), 1, hd, blocks, v.data(), 0.125f, 0, kKeyBlock,
+                                                      &want_max, &want_sum, want.data());
+    for (Isa isa : supported_isas()) {
+      std::vector<float> got(hd);
+      float max = -INFINITY, sum = 0;
+      kernel_set(isa).attend_run[static_cast<int>(type)](q.data(), 1, hd, blocks, v.data(), 0.125f, 0, kKeyBlock, &max,
+                                                         &sum, got.data());
+      EXPECT_EQ(max, want_max) << isa_name(isa) << " " << kv_type_name(type);
+      for (int i = 0; i < hd; ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << isa_name(isa) << " " << kv_type_name(type);
+    }
+  }
+}
+
 TEST(KvPool, SlidingWindowBoundary) {
   // Window 128: position 127 still sees position 0; position 128 does not.
   EXPECT_EQ(first_visible(127, 128, true), 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cfloat>
 #include <cmath>
 #include <string>
 
@@ -136,7 +137,8 @@ float query_codes(const float* x, int n, int8_t* codes) {
     std::fill(codes, codes + n, int8_t{0});
     return NAN;
   }
-  const float d = amax / 127.0f, inverse = d != 0 ? 1.0f / d : 0.0f;
+  float d = amax / 127.0f, inverse = d != 0 ? 1.0f / d : 0.0f;
+  if (inverse > FLT_MAX) d = 0, inverse = 0;  // no float inverse: a block of zeros
   for (int i = 0; i < n; ++i)
     codes[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inverse), -127.0f, 127.0f));
   return d;

@@ -159,7 +159,9 @@ inline float key_at(KvType type, const uint8_t* kb, int head_dim, int i, int lan
 // exact in int32 and in float (32 x 127 x 127 < 2^24), the same in every
 // kernel set, as llama.cpp scores its q8_0 keys. Writes codes[0..n) and
 // returns the scale; a block with an infinity or NaN gets zero codes and a
-// NaN scale, so its scores are NaN as float products would make them.
+// NaN scale, so its scores are NaN as float products would make them; a
+// block too small for its scale to have a float inverse (max |x| under
+// ~4e-37) is a block of zeros.
 float query_codes(const float* x, int n, int8_t* codes);
 
 // Dimension i of the values row v.

@@ -990,8 +990,9 @@ void quantize_rows(const float* const* q, int head_dim, QueryCodes<H>& c) {
       float d = NAN;
       if (lo.finite() && hi.finite()) {
         d = max(lo.abs(), hi.abs()).largest() / 127.0f;
-        const F32x16 inverse = F32x16::all(d != 0 ? 1.0f / d : 0.0f);
-        code_lo = mul(lo, inverse).rounded(), code_hi = mul(hi, inverse).rounded();
+        float inverse = d != 0 ? 1.0f / d : 0.0f;
+        if (inverse > FLT_MAX) d = 0, inverse = 0;
+        code_lo = mul(lo, F32x16::all(inverse)).rounded(), code_hi = mul(hi, F32x16::all(inverse)).rounded();
       }
       c.scale[h][b] = d;
 #ifdef __AVX512VNNI__
