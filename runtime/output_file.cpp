@@ -23,17 +23,28 @@ namespace {
 // storage, since a handler may neither allocate nor lock.
 struct Slot {
   std::atomic<bool> claimed{false};  // by a writer
+  std::atomic<bool> opening{false};  // its temporary is being created
   std::atomic<bool> live{false};     // path holds a temporary to remove
   char path[PATH_MAX];
 };
 constexpr int kSlots = 64;
 Slot slots[kSlots];
+// Set by the first handler to run: the process is ending, and a writer on
+// another thread must create nothing after the handler has looked.
+std::atomic<bool> ending{false};
 
 constexpr int kCleanedSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 extern "C" void remove_temporaries(int sig) {
-  for (Slot& s : slots)
+  ending.store(true);  // (sequentially consistent with `opening`: see create_temporary)
+  for (Slot& s : slots) {
+    // A writer between open() and arming its slot runs on another thread
+    // (its own holds these signals back) and only makes system calls there:
+    // wait the moment it takes, or its new file would be missed.
+    while (s.opening.load()) {
+    }
     if (s.live.load(std::memory_order_acquire)) unlink(s.path);
+  }
   // Then the default action, as if this handler had never been there.
   std::signal(sig, SIG_DFL);
   std::raise(sig);
@@ -78,8 +89,7 @@ void release_slot(int i) {
 
 // The cleaned signals held back on this thread while a temporary is created
 // and armed: one that came between the two would leave the file behind. (A
-// signal another thread takes meanwhile still finds the slot armed right
-// after the open.)
+// signal another thread takes meanwhile waits on the slot's `opening`.)
 class CleanedSignalsHeld {
  public:
   CleanedSignalsHeld() {
@@ -108,11 +118,21 @@ std::pair<int, std::string> create_temporary(const std::string& path, int slot) 
     char suffix[16];
     std::snprintf(suffix, sizeof suffix, "%06llx", static_cast<unsigned long long>(mix % 0x1000000));
     const std::string temp = cat(path, ".tmp-", suffix);
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      arm_slot(slot, temp);
-      return {fd, temp};
+    // Nothing that may take a lock between the two stores: a handler on
+    // another thread waits for the second. Of `opening` set here and
+    // `ending` set by a handler, at least one side sees the other's store:
+    // either the handler waits for this file, or no file is made.
+    if (slot >= 0) {
+      slots[slot].opening.store(true);
+      if (ending.load()) {
+        slots[slot].opening.store(false);
+        for (;;) pause();  // until the handler's signal ends the process
+      }
     }
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) arm_slot(slot, temp);
+    if (slot >= 0) slots[slot].opening.store(false, std::memory_order_release);
+    if (fd >= 0) return {fd, temp};
     if (errno != EEXIST || attempt == 100)
       throw InputError(cat(path, ": cannot create ", temp, ": ", std::strerror(errno)));
   }

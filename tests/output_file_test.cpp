@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -133,6 +134,35 @@ TEST_F(OutputFileTest, UncommittedLeavesWhatWasThere) {
     f.write("partial", 7);
   }
   EXPECT_EQ(listing(), std::vector<std::string>{"out.bin"});  // and nothing new
+}
+
+TEST_F(OutputFileTest, ASignalOnAnotherThreadFindsEveryTemporary) {
+  // A writer thread creating and dropping temporaries while the signal lands
+  // on the main thread: once the handler missed a file opened but not yet
+  // armed, or one opened after it had looked. Many runs, each killed at a
+  // random moment (a few ms: thousands of files into its loop).
+  std::minstd_rand random(7);
+  for (int run = 0; run < 60; ++run) {
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::thread([&] {
+        for (;;) OutputFile f(at("out.bin"), {});
+      }).detach();
+      ::write(ready[1], "r", 1);
+      for (;;) pause();
+    }
+    char c;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    close(ready[0]), close(ready[1]);
+    std::this_thread::sleep_for(std::chrono::microseconds(500 + random() % 3000));
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
+    ASSERT_EQ(listing(), std::vector<std::string>{}) << "run " << run;
+  }
 }
 
 TEST_F(OutputFileTest, RefusesAnythingButARegularFile) {
