@@ -9,7 +9,6 @@
 // run alone with that seed does.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -44,11 +43,10 @@ std::string tps(const std::string& mpirun_args, const std::string& preset, const
          ".gguf " + args;
 }
 
-std::string prompts_file() {
-  const std::string path = testing::temp_path("prompts.txt");
+// A prompts file: one prompt a line.
+void write_prompts(const std::string& path, const std::vector<std::string>& prompts) {
   std::ofstream out(path);
-  for (const std::string& p : kPrompts) out << p << "\n";
-  return path;
+  for (const std::string& p : prompts) out << p << "\n";
 }
 
 struct Config {
@@ -64,7 +62,9 @@ void expect_each_as_alone(const std::string& preset, const std::vector<Config>& 
     alone.push_back(tpsrun(1, tps("", preset, "-p '" + p + "' " + greedy)));
     ASSERT_FALSE(alone.back().is_null());
   }
-  const std::string file = prompts_file();
+  const testing::ScopedTempPath prompts("prompts.txt");
+  const std::string& file = prompts.path;
+  write_prompts(file, kPrompts);
   for (const Config& c : configs) {
     SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.split + " split, " + c.transport);
     const std::string mpirun = c.transport == "mpi" ? "--mca btl self,tcp" : "";
@@ -121,11 +121,9 @@ TEST(Parallel, TheRamTierRestoresAPrefixOnEverySplit) {
     alone.push_back(tpsrun(1, tps("", "tiny", "-p '" + p + "' " + greedy)));
     ASSERT_FALSE(alone.back().is_null());
   }
-  const std::string file = testing::temp_path("tier_prompts.txt");
-  {
-    std::ofstream out(file);
-    for (const std::string& p : prompts) out << p << "\n";
-  }
+  const testing::ScopedTempPath prompts_path("tier_prompts.txt");
+  const std::string& file = prompts_path.path;
+  write_prompts(file, prompts);
   const std::string base = "--prompts-file " + file + " --parallel 1 --kv-size 64 " + greedy;
   const json lost = tpsrun(1, tps("", "tiny", base));
   ASSERT_FALSE(lost.is_null());
@@ -164,8 +162,8 @@ TEST(Parallel, TheDiskTierRestoresAPrefixAfterARestartOnTwoRanks) {
   const std::string greedy = "-n 12 --temp 0 --top-logprobs 5";
   const json alone = tpsrun(1, tps("", "tiny", "-p '" + question + "' " + greedy));
   ASSERT_FALSE(alone.is_null());
-  const std::string file = testing::temp_path("disk_prompts.txt"), dir = testing::temp_path("disk_cache");
-  std::filesystem::remove_all(dir);
+  const testing::ScopedTempPath prompts_path("disk_prompts.txt"), cache_dir("disk_cache");
+  const std::string &file = prompts_path.path, &dir = cache_dir.path;
   {
     std::ofstream out(file);
     out << kShared << "what is the capital of France?\n"
@@ -187,7 +185,6 @@ TEST(Parallel, TheDiskTierRestoresAPrefixAfterARestartOnTwoRanks) {
   }
   EXPECT_EQ(got["generated_ids"], alone["generated_ids"]);
   EXPECT_EQ(got["logprobs"], alone["logprobs"]);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Parallel, SequenceIDrawsWithSeedPlusI) {
