@@ -1,19 +1,23 @@
 #include "runtime/mpi_session.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <new>
 #include <sstream>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "runtime/error.h"
 #include "runtime/launcher_stdout.h"
@@ -93,6 +97,34 @@ void unlink_transport_segments(MPI_Comm node) {
 // desired directory"). Each singleton gets a family directory named by its
 // pid instead, beside Open MPI's own tree, in the temporary directory Open
 // MPI would use (its tmpdir base, else TMPDIR, TEMP, TMP, /tmp).
+//
+// A singleton that a signal ends (Ctrl-C, a job's timeout) never reaches
+// the cleanup in MPI_Finalize: its empty tree stayed in /tmp, one more with
+// every interrupted run. Each singleton therefore removes those of
+// singletons no longer running, as Open MPI's orte-clean would: only
+// directories, so a tree that holds any file stays as it is.
+void remove_orphaned_sessions(const std::string& base, const std::string& prefix) {
+  namespace fs = std::filesystem;
+  std::error_code error;  // nothing here may fail a start: what cannot be read or removed stays
+  for (fs::directory_iterator e(base, error), end; !error && e != end; e.increment(error)) {
+    const std::string name = e->path().filename().string();
+    std::error_code entry;
+    if (name.rfind(prefix, 0) != 0 || e->is_symlink(entry) || !e->is_directory(entry)) continue;
+    char* digits_end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &digits_end, 10);
+    if (pid <= 0 || *digits_end != '\0' || pid == getpid() || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;
+    std::vector<fs::path> dirs{e->path()};
+    std::error_code walk;
+    for (fs::recursive_directory_iterator it(e->path(), walk), done; !walk && it != done; it.increment(walk))
+      if (it->is_directory(entry) && !it->is_symlink(entry)) dirs.push_back(it->path());
+    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {  // the deepest first
+      return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
+    });
+    for (const fs::path& d : dirs) ::rmdir(d.c_str());  // fails, harmlessly, on any that is not empty
+  }
+}
+
 void choose_host_transport() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -108,8 +140,10 @@ void choose_host_transport() {
     }
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  const std::string family = base + "/ompi." + std::string(host, strcspn(host, ".")) + "." + std::to_string(getuid()) +
-                             ".singleton." + std::to_string(getpid());
+  const std::string prefix =
+      "ompi." + std::string(host, strcspn(host, ".")) + "." + std::to_string(getuid()) + ".singleton.";
+  remove_orphaned_sessions(base, prefix);
+  const std::string family = base + "/" + prefix + std::to_string(getpid());
   setenv("OMPI_MCA_orte_jobfam_session_dir", family.c_str(), 0);
 }
 

@@ -5,7 +5,8 @@
 and no shared-memory segment is left in /dev/shm. A job killed outright,
 mpirun with it, during a long prefill leaves no segment either. A tpsrun
 started without mpirun keeps Open MPI's session files apart from every other
-one's, so one ending cannot pull the directory from under another's start.
+one's, so one ending cannot pull the directory from under another's start,
+and removes the empty ones that singletons a signal ended left behind.
 
   fault_test.py --tpsrun build/bin/tpsrun --model build/models/gpt-oss-small.gguf --mpiexec "mpirun --oversubscribe"
 """
@@ -160,6 +161,27 @@ class SessionDirectory(unittest.TestCase):
             self.assertEqual(done.returncode, 2, where)  # the file's own error: 0 tokens
             self.assertIn("0 tokens", done.stderr, where)
             self.assertEqual(sorted(os.listdir(tmp)), [os.path.basename(shared)], where)
+
+    def test_singleton_removes_what_ended_singletons_left(self):
+        # A singleton a signal ends leaves its empty session tree; the next
+        # removes it, and never one that holds a file or whose process runs.
+        with tempfile.TemporaryDirectory() as tmp, tempfile.NamedTemporaryFile() as empty:
+            prefix = f"ompi.{socket.gethostname().split('.')[0]}.{os.getuid()}.singleton."
+            ended = [subprocess.Popen(["true"]) for _ in range(2)]
+            for p in ended:
+                p.wait()
+            orphan, holding, running = (prefix + str(pid) for pid in (ended[0].pid, ended[1].pid, os.getpid()))
+            for name in (orphan, holding, running):
+                os.makedirs(os.path.join(tmp, name, "1", "0"))
+            open(os.path.join(tmp, holding, "1", "0", "left"), "w").close()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_MCA_orte_")}
+            env.update(TMPDIR=tmp)
+            cmd = [ARGS.tpsrun, "-q", "-m", ARGS.model, "perplexity", "-f", empty.name]
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+            where = f"{shlex.join(cmd)}: rc {done.returncode}, stderr {done.stderr!r}"
+            self.assertEqual(done.returncode, 2, where)
+            self.assertEqual(sorted(os.listdir(tmp)), sorted([holding, running]), where)
+            self.assertTrue(os.path.exists(os.path.join(tmp, holding, "1", "0", "left")), where)
 
 
 def main():
