@@ -1,5 +1,7 @@
 #include "launch/sweep_command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 #include "launch/rank_run.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
+#include "runtime/log.h"
 
 namespace tps {
 
@@ -99,6 +102,9 @@ int run_sweep(const RunOptions& options, const SweepOptions& sweep, const MpiSes
     if (!options.json)
       std::printf("| %6d | %6d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %6.1f | %10.2f |\n", chunk, sweep.tg, n_kv,
                   pp_seconds, chunk / pp_seconds, tg_seconds, sweep.tg / tg_seconds, 100 * attention, kv_mb);
+    else  // the JSON comes whole at the end: meanwhile a line a depth on stderr
+      log_info("sweep: depth ", n_kv, ": decode ", fmt::format("{:.2f}", sweep.tg / tg_seconds), " tok/s, prefill ",
+               fmt::format("{:.1f}", chunk / pp_seconds), " tok/s");
     std::fflush(stdout);
   }
   if (root && options.json)

@@ -298,6 +298,8 @@ TEST(Tpsrun, SweepMeasuresEachDepth) {
     if (i > 0) {
       EXPECT_GT(row["kv_mib_per_token"].get<double>(), j["rows"][i - 1]["kv_mib_per_token"].get<double>());
     }
+    // Meanwhile, a line a depth on stderr.
+    EXPECT_NE(r.err.find("tpsrun: sweep: depth " + std::to_string(68 * i) + ": decode "), std::string::npos) << r.err;
   }
   auto small = run_tool(tpsrun("sweep --ctx 64 --batch 64"));
   EXPECT_EQ(small.exit_code, 2);
