@@ -114,14 +114,14 @@ void remove_orphaned_sessions(const std::string& base, const std::string& prefix
     const long pid = std::strtol(name.c_str() + prefix.size(), &digits_end, 10);
     if (pid <= 0 || *digits_end != '\0' || pid == getpid() || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
       continue;
-    std::vector<fs::path> dirs{e->path()};
+    // Everything under it, each after the directory holding it (symbolic
+    // links not followed), then removed in the reverse order: rmdir takes
+    // only empty directories, and fails, harmlessly, on anything else.
+    std::vector<fs::path> paths{e->path()};
     std::error_code walk;
     for (fs::recursive_directory_iterator it(e->path(), walk), done; !walk && it != done; it.increment(walk))
-      if (it->is_directory(entry) && !it->is_symlink(entry)) dirs.push_back(it->path());
-    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {  // the deepest first
-      return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
-    });
-    for (const fs::path& d : dirs) ::rmdir(d.c_str());  // fails, harmlessly, on any that is not empty
+      paths.push_back(it->path());
+    for (auto p = paths.rbegin(); p != paths.rend(); ++p) ::rmdir(p->c_str());
   }
 }
 
