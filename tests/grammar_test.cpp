@@ -4,6 +4,7 @@
 // name the keyword and its path.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -376,6 +377,136 @@ TEST(Gbnf, MistakesAreRefusedByLine) {
   refused("root ::= \"\\q\"\n", "unknown escape");
   refused("root = \"a\"\n", "expected '::='");
   refused("root ::= root \"a\" | \"b\"\n", "left-recursive");
+}
+
+// What a request can make the matcher do is bounded: a grammar whose first
+// tokens cost more than a token's work limit is refused at compile, naming
+// where in the schema it comes from; one that is costly only later gives
+// up at that token, within the limit, and the matcher stays usable.
+std::string refusal_of(const std::string& text) {
+  try {
+    schema(text);
+  } catch (const GrammarTooCostly& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Matcher, GrammarsTooCostlyAreRefusedByWhereTheyComeFrom) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type":"string","pattern":"(.*){200}"})", "schema at /: 'pattern': too costly to follow"},
+      {R"({"type":"object","properties":{"a":{"type":"string","pattern":"x(.*){200}"}},"required":["a"]})",
+       "schema at /properties/a: 'pattern': too costly to follow"},
+      {R"({"type":"array","items":{"type":"string","pattern":"^(\\w?\\w?){500}$"},"maxItems":1000})",
+       "schema at /items: 'pattern': too costly to follow"},
+  };
+  for (const auto& [text, message] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string what = refusal_of(text);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(what.find(message), std::string::npos) << text.substr(0, 80) << ": '" << what << "'";
+    std::printf("%.60s: refused in %.3f s\n", text.c_str(), seconds);
+  }
+}
+
+TEST(JsonSchema, AnEnumOfThousandsOfStringsCostsAMaskWhatOneDoes) {
+  json values = json::array();
+  for (int i = 0; i < 20000; ++i) values.push_back(cat("a shared prefix that is long ", i * 7919 % 100003));
+  auto g = schema(json{{"enum", values}}.dump());
+  Matcher m(g);
+  uint64_t heaviest = 0;
+  for (int32_t id : testing::test_tokenizer().encode(values[123].dump())) {
+    m.allowed();
+    heaviest = std::max(heaviest, m.work());
+    ASSERT_TRUE(m.accept(id));
+  }
+  EXPECT_TRUE(m.complete());
+  EXPECT_LT(heaviest, Matcher::kWorkPerToken / 20);
+  EXPECT_FALSE(matches(g, R"("a shared prefix that is long 100003")"));
+  // Past the grammar's size bound: refused at once, by keyword.
+  json more = json::array();
+  for (int i = 0; i < 100000; ++i) more.push_back(cat("value number ", i));
+  Grammar big;
+  EXPECT_THROW(
+      {
+        try {
+          add_json_schema(big, json{{"enum", more}});
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find("schema at /: 'enum' makes a grammar of over"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      InputError);
+}
+
+TEST(Matcher, AGrammarCostlyLaterGivesUpAtThatTokenAndStaysUsable) {
+  // The costly part sits past the tokens the compile probe follows (a
+  // grammar made by hand has no probe but its start).
+  const std::string digits = "1234567890123456789012345678901234567890";
+  Grammar g;
+  JsonText text(g);
+  int tail;
+  {
+    OriginScope origin(g, "the costly part");
+    tail = pattern_rule(g, text, "(.*){200}", "the costly part");
+  }
+  auto c = compiled(std::move(g), g.sequence("root", {Grammar::rule(g.literal(digits)), Grammar::rule(tail)}));
+  Matcher m(c);
+  const std::vector<int32_t> ids = testing::test_tokenizer().encode(digits);
+  size_t taken = 0;
+  try {
+    for (; taken <= ids.size(); ++taken) {
+      m.allowed();
+      if (taken < ids.size()) {
+        ASSERT_TRUE(m.accept(ids[taken]));
+      }
+    }
+    FAIL() << "no mask passed the limit";
+  } catch (const GrammarTooCostly& e) {
+    EXPECT_NE(std::string(e.what()).find("the costly part: too costly"), std::string::npos) << e.what();
+    EXPECT_GT(taken, 4u);  // past what the compile probe follows
+    EXPECT_LE(m.work(), Matcher::kWorkPerToken + Matcher::kWorkPerToken / 10);
+  }
+  // Still usable: it takes the rest of the text, one token at a time.
+  for (; taken < ids.size(); ++taken) EXPECT_TRUE(m.accept(ids[taken]));
+  EXPECT_TRUE(m.accept(testing::test_tokenizer().encode("abc")[0]));
+}
+
+// The limit is far above what real schemas need: the heaviest mask of a
+// walk through the test suite's schemas, measured.
+TEST(Matcher, RealSchemasStayFarBelowTheWorkLimit) {
+  const std::filesystem::path suite = "/usr/share/json-schema-test-suite/tests/draft7";
+  uint64_t heaviest = 0;
+  std::string where;
+  double seconds = 0;
+  for (const auto& file : std::filesystem::directory_iterator(suite)) {
+    if (file.path().extension() != ".json") continue;
+    std::ifstream in(file.path());
+    for (const json& group : json::parse(in)) {
+      std::shared_ptr<const CompiledGrammar> g;
+      try {
+        g = schema(group["schema"].dump());
+      } catch (const InputError&) {
+        continue;
+      }
+      for (const json& t : group["tests"]) {
+        Matcher m(g);
+        for (int32_t id : testing::test_tokenizer().encode(t["data"].dump())) {
+          const auto start = std::chrono::steady_clock::now();
+          m.allowed();
+          if (m.work() > heaviest) {
+            heaviest = m.work(), where = file.path().filename().string();
+            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          }
+          if (!m.accept(id)) break;
+        }
+      }
+    }
+  }
+  std::printf("heaviest mask: %llu steps (%s, %.4f s)\n", static_cast<unsigned long long>(heaviest), where.c_str(),
+              seconds);
+  EXPECT_LT(heaviest, Matcher::kWorkPerToken / 10);
 }
 
 }  // namespace

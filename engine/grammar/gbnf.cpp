@@ -117,6 +117,7 @@ class Parser {
       i_ += 3;
       space(true);
       if (!defined_.emplace(name, at).second) fail(cat("rule '", name, "' is defined twice"));
+      OriginScope origin(g_, cat(where_, ": rule '", name, "' (line ", at, ")"));
       alternatives(ref(name), name, false);
       space(false);
       if (i_ < s_.size() && s_[i_] != '\n') fail(cat("unexpected '", s_[i_], "'"));

@@ -25,6 +25,15 @@ void Grammar::add_alternative(int rule, const std::vector<Element>& elements) {
   alternatives_[rule].push_back(positions());
   positions_.insert(positions_.end(), elements.begin(), elements.end());
   positions_.push_back({Kind::end, 0});
+  position_origins_.resize(positions_.size(), origin_);
+}
+
+std::string Grammar::set_origin(const std::string& where) {
+  std::string before = origins_[origin_];
+  auto [it, added] = origin_ids_.try_emplace(where, static_cast<uint32_t>(origins_.size()));
+  if (added) origins_.push_back(where);
+  origin_ = it->second;
+  return before;
 }
 
 Grammar::Element Grammar::bytes(const ByteSet& set) {
@@ -47,6 +56,45 @@ int Grammar::literal(const std::string& text) {
   add_alternative(r, elements);
   literals_.emplace(text, r);
   return r;
+}
+
+int Grammar::one_of(const std::string& name, std::vector<std::string> texts) {
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  // A rule for the texts [lo, hi), which share their first `depth` bytes:
+  // the bytes they all share next, then one alternative per next byte (or
+  // none: the text that ends there). A work list, not recursion: a text may
+  // be long.
+  struct Node {
+    size_t lo, hi, depth;
+    int rule;
+  };
+  const int top = declare(name);
+  std::vector<Node> todo{{0, texts.size(), 0, top}};
+  while (!todo.empty()) {
+    const Node n = todo.back();
+    todo.pop_back();
+    const std::string &first = texts[n.lo], &last = texts[n.hi - 1];  // sorted: they bound what all share
+    size_t d = n.depth;
+    while (d < first.size() && d < last.size() && first[d] == last[d]) ++d;
+    int branch = n.rule;
+    if (d > n.depth) {
+      branch = declare(name);
+      add_alternative(n.rule, {rule(literal(first.substr(n.depth, d - n.depth))), rule(branch)});
+    }
+    size_t lo = n.lo;
+    if (first.size() == d) add_alternative(branch, {}), ++lo;  // sorted: the text that ends here comes first
+    while (lo < n.hi) {
+      const char b = texts[lo][d];
+      size_t end = lo;
+      while (end < n.hi && texts[end][d] == b) ++end;
+      const int child = declare(name);
+      add_alternative(branch, {byte(static_cast<uint8_t>(b)), rule(child)});
+      todo.push_back({lo, end, d + 1, child});
+      lo = end;
+    }
+  }
+  return top;
 }
 
 int Grammar::sequence(const std::string& name, const std::vector<Element>& elements) {

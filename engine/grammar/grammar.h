@@ -58,6 +58,18 @@ class Grammar {
   // given their alternatives. Names are for messages and dumps only.
   int declare(const std::string& name);
   void add_alternative(int rule, const std::vector<Element>& elements);
+  // Where the alternatives added from now on come from, in the user's words
+  // ("schema at /properties/a: 'pattern'"): what a refusal of a grammar too
+  // costly to follow names (matcher.h), since rule names are internal.
+  // Returns the origin it replaces, for the caller to set back.
+  std::string set_origin(const std::string& where);
+  // The origin of the alternative a position is in.
+  const std::string& origin_at(uint32_t pos) const { return origins_[position_origins_[pos]]; }
+  // Rules where a few bytes of a request can make many ways to match at
+  // once (a pattern, an enum): compile_grammar follows each a few tokens
+  // from its start, wherever it sits in the grammar (matcher.h).
+  void add_probe(int rule) { probes_.push_back(rule); }
+  const std::vector<int>& probes() const { return probes_; }
   Element bytes(const ByteSet& set);
   Element byte(uint8_t b) { return bytes(ByteSet().set(b)); }
   static Element rule(int id) { return {Kind::rule, static_cast<uint32_t>(id)}; }
@@ -69,6 +81,10 @@ class Grammar {
   // repeated min to max times (max -1: no limit; a bounded repetition is a
   // chain of max - min optional rules, so keep max modest).
   int literal(const std::string& text);
+  // One of the texts, as a trie of rules: a byte at a time, so that however
+  // many texts there are, what has been read matches one way (an enum of
+  // thousands of strings costs a mask what one string does).
+  int one_of(const std::string& name, std::vector<std::string> texts);
   int sequence(const std::string& name, const std::vector<Element>& elements);
   int choice(const std::string& name, const std::vector<Element>& elements);
   int repeat(const std::string& name, Element e, int min, int max);
@@ -98,6 +114,11 @@ class Grammar {
 
  private:
   std::vector<std::string> names_;
+  std::vector<std::string> origins_{"the grammar"};
+  std::map<std::string, uint32_t> origin_ids_{{"the grammar", 0}};
+  uint32_t origin_ = 0;                     // of the alternatives added now
+  std::vector<uint32_t> position_origins_;  // into origins_
+  std::vector<int> probes_;
   std::vector<std::vector<uint32_t>> alternatives_;
   std::vector<Position> positions_;
   std::vector<ByteSet> byte_sets_;
@@ -105,6 +126,19 @@ class Grammar {
   std::map<std::string, int> literals_;
   std::vector<uint8_t> nullable_;
   int start_ = -1;
+};
+
+// The origin of the rules a scope declares (Grammar::set_origin).
+class OriginScope {
+ public:
+  OriginScope(Grammar& g, const std::string& where) : g_(g), before_(g.set_origin(where)) {}
+  ~OriginScope() { g_.set_origin(before_); }
+  OriginScope(const OriginScope&) = delete;
+  OriginScope& operator=(const OriginScope&) = delete;
+
+ private:
+  Grammar& g_;
+  std::string before_;
 };
 
 }  // namespace tps

@@ -70,6 +70,7 @@ class SchemaCompiler {
       return nothing();  // a branch or a member that cannot be
     }
     if (!s.is_object()) throw InputError(cat(at(path), ": a schema is an object or a boolean, not ", s.type_name()));
+    OriginScope origin(g_, at(path));
     for (const auto& [key, value] : s.items()) {
       if (kRefused.count(key) && !(key == "uniqueItems" && value == false))
         throw InputError(cat(at(path), ": '", key, "' is not supported"));
@@ -106,8 +107,16 @@ class SchemaCompiler {
     if (s.contains("enum")) {
       const json& values = s["enum"];
       if (!values.is_array() || values.empty()) throw InputError(cat(at(path), ": 'enum' must be a non-empty array"));
-      const int r = g_.declare("enum");
-      for (const json& v : values) g_.add_alternative(r, {Grammar::rule(text_.value(v))});
+      OriginScope keyword(g_, cat(at(path), ": 'enum'"));
+      std::vector<std::string> texts;
+      try {
+        for (const json& v : values) texts.push_back(v.dump());
+      } catch (const json::exception& e) {
+        throw InputError(cat(at(path), ": 'enum' holds a value that is not valid JSON text (", e.what(), ")"));
+      }
+      const int r = g_.one_of("enum", std::move(texts));
+      if (g_.positions() > kMaxPositions)
+        throw InputError(cat(at(path), ": 'enum' makes a grammar of over ", kMaxPositions, " positions"));
       return r;
     }
     std::vector<std::string> types = types_of(s, path);
@@ -451,7 +460,10 @@ class SchemaCompiler {
         throw InputError(cat(at(path), ": 'pattern' or 'format' with another string constraint is not supported"));
       if (s.contains("pattern")) {
         if (!s["pattern"].is_string()) throw InputError(cat(at(path), ": 'pattern' must be a string"));
-        return text_.quoted(pattern_rule(g_, text_, s["pattern"], at(path)));
+        OriginScope keyword(g_, cat(at(path), ": 'pattern'"));
+        const int r = pattern_rule(g_, text_, s["pattern"], at(path));
+        g_.add_probe(r);
+        return text_.quoted(r);
       }
       if (!s["format"].is_string()) throw InputError(cat(at(path), ": 'format' must be a string"));
       return text_.quoted(format_rule(g_, text_, s["format"], at(path)));

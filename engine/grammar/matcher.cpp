@@ -1,8 +1,10 @@
 #include "engine/grammar/matcher.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstdint>
+#include <map>
 
 namespace tps {
 
@@ -13,6 +15,44 @@ constexpr size_t kNodesBeforeCollecting = size_t{1} << 20;
 void add_unique(std::vector<int32_t>& set, int32_t id) {
   if (std::find(set.begin(), set.end(), id) == set.end()) set.push_back(id);
 }
+
+constexpr int kProbeTokens = 4;
+constexpr uint64_t kProbeWork = 4 * Matcher::kWorkPerToken;
+
+// The k-th token of a mask (k < its count).
+int32_t nth_token(const TokenSet& mask, int32_t k) {
+  const std::vector<uint64_t>& words = mask.words();
+  for (size_t w = 0; w < words.size(); ++w) {
+    const int ones = std::popcount(words[w]);
+    if (k >= ones) {
+      k -= ones;
+      continue;
+    }
+    uint64_t bits = words[w];
+    for (; k > 0; --k) bits &= bits - 1;
+    return static_cast<int32_t>(w * 64 + std::countr_zero(bits));
+  }
+  return -1;
+}
+
+// Follows kProbeTokens tokens of the grammar from a rule (-1: its start),
+// each chosen from the mask by a fixed sequence, within the matcher's work
+// limit; adds the work done.
+void probe_cost(const std::shared_ptr<const CompiledGrammar>& c, int rule, uint64_t& work) {
+  Matcher m(c, Matcher::kWorkPerToken, rule);
+  uint64_t pick = 0x9E3779B97F4A7C15ull;
+  for (int t = 0; t < kProbeTokens && work <= kProbeWork; ++t) {
+    const TokenSet& mask = m.allowed();
+    work += m.work();
+    const int32_t n = mask.count();
+    if (n == 0) return;
+    pick = pick * 6364136223846793005ull + 1442695040888963407ull;
+    const bool taken = m.accept(nth_token(mask, static_cast<int32_t>((pick >> 33) % static_cast<uint64_t>(n))));
+    work += m.work();
+    if (!taken || m.complete()) return;
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const CompiledGrammar> compile_grammar(Grammar g, int start, std::shared_ptr<const TokenIndex> index,
@@ -22,14 +62,27 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(Grammar g, int start, std
     for (int s = 0; s < g.loop(l).dfa.states(); ++s) index->loop_table(g.loop(l).dfa, s);
   auto c = std::make_shared<CompiledGrammar>();
   c->grammar = std::move(g), c->index = std::move(index), c->end_tokens = std::move(end_tokens);
+  // From the start, then from each probe, a few tokens each, until the
+  // probes' work passes a few tokens' worth (what is not followed here is
+  // held to the limit as it comes).
+  uint64_t work = 0;
+  probe_cost(c, -1, work);
+  for (int rule : c->grammar.probes()) probe_cost(c, rule, work);
   return c;
 }
 
-Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : g_(std::move(grammar)) {
+GrammarTooCostly::GrammarTooCostly(const std::string& origin, uint64_t limit)
+    : InputError(cat(origin, ": too costly to follow (one token's mask needs more than ", limit,
+                     " steps of the matcher: a repetition of something that can match in many ways, or too many "
+                     "alternatives at once)")),
+      origin_(origin) {}
+
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar, uint64_t work_per_token, int start)
+    : g_(std::move(grammar)), limit_(work_per_token) {
   nodes_.push_back({UINT32_MAX, 0, -1});  // kAccept
   closures_.emplace_back(1, kAccept);
   closed_.push_back(1);
-  for (uint32_t alt : g_->grammar.alternatives(g_->grammar.start()))
+  for (uint32_t alt : g_->grammar.alternatives(start < 0 ? g_->grammar.start() : start))
     for (int32_t n : closure(intern(alt, 0, -1))) add_unique(state_, n);
   std::sort(state_.begin(), state_.end());
 }
@@ -46,24 +99,25 @@ int32_t Matcher::intern(uint32_t pos, uint32_t state, int32_t parent) {
 
 const std::vector<int32_t>& Matcher::closure(int32_t node) {
   if (closed_[node]) return closures_[node];
-  std::vector<int32_t> out, todo{node}, seen;
+  std::vector<int32_t> out, todo{node};
+  const uint32_t stamp = ++closure_stamp_;
   const Grammar& g = g_->grammar;
   while (!todo.empty()) {
     const int32_t n = todo.back();
     todo.pop_back();
-    if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
-    seen.push_back(n);
+    spend(1);
+    if (!first_visit(closure_seen_, stamp, n)) continue;
     const Node at = nodes_[n];
     if (n == kAccept) {
-      add_unique(out, n);
+      out.push_back(n);
       continue;
     }
     const Grammar::Position& p = g.at(at.pos);
     switch (p.kind) {
       case Grammar::Kind::bytes:
-      case Grammar::Kind::token: add_unique(out, n); break;
+      case Grammar::Kind::token: out.push_back(n); break;
       case Grammar::Kind::loop: {
-        add_unique(out, n);
+        out.push_back(n);
         const Grammar::Loop& loop = g.loop(p.arg);
         const uint32_t states = loop.dfa.states();
         if (loop.dfa.accepting[at.state % states] && static_cast<int>(at.state / states) >= loop.min)
@@ -90,7 +144,9 @@ const std::vector<int32_t>& Matcher::closure(int32_t node) {
 
 void Matcher::advance(const std::vector<int32_t>& set, uint8_t byte, std::vector<int32_t>& out) {
   out.clear();
+  const uint32_t stamp = ++advance_stamp_;
   const Grammar& g = g_->grammar;
+  spend(set.size());
   for (int32_t n : set) {
     if (n == kAccept) continue;
     const Node at = nodes_[n];
@@ -115,13 +171,18 @@ void Matcher::advance(const std::vector<int32_t>& set, uint8_t byte, std::vector
       }
     }
     if (next < 0) continue;
-    for (int32_t m : closure(next)) add_unique(out, m);
+    const std::vector<int32_t>& more = closure(next);
+    spend(more.size());
+    for (int32_t m : more)
+      if (first_visit(advance_seen_, stamp, m)) out.push_back(m);
   }
+  spend(out.size() * std::bit_width(out.size()));
   std::sort(out.begin(), out.end());
 }
 
 int32_t Matcher::set_id(const std::vector<int32_t>& set) {
   if (set.empty()) return -1;
+  spend(set.size());
   auto [it, added] = set_ids_.try_emplace(set, static_cast<int32_t>(sets_.size()));
   if (added) sets_.push_back(set);
   return it->second;
@@ -148,6 +209,7 @@ void Matcher::walk(const ByteTrie& trie, const std::vector<int32_t>& start, Take
   for (uint32_t i = 1; i < nodes.size();) {
     const ByteTrie::Node& n = nodes[i];
     if (walk_sets_.size() <= n.depth) walk_sets_.resize(n.depth + 1);
+    spend(1);
     walk_sets_[n.depth] = next_set(walk_sets_[n.depth - 1], n.byte);
     if (walk_sets_[n.depth] < 0) {
       i = n.end;
@@ -207,6 +269,7 @@ const TokenSet& Matcher::allowed() {
       return masks_.front().second;
     }
   TokenSet mask(g_->index->vocab());
+  work_ = 0;
   compute_mask(mask);
   masks_.emplace_front(state_, std::move(mask));
   if (masks_.size() > kMasksKept) masks_.pop_back();
@@ -216,6 +279,7 @@ const TokenSet& Matcher::allowed() {
 bool Matcher::step(int32_t token, std::vector<int32_t>& next) {
   const TokenIndex& index = *g_->index;
   next.clear();
+  work_ = 0;
   if (token < 0 || token >= index.vocab()) return false;
   if (std::binary_search(index.specials().begin(), index.specials().end(), token)) {
     if (complete() && std::find(g_->end_tokens.begin(), g_->end_tokens.end(), token) != g_->end_tokens.end()) {
@@ -253,6 +317,21 @@ bool Matcher::accept(int32_t token) {
   state_ = std::move(next);
   if (nodes_.size() > kNodesBeforeCollecting || next_sets_.size() > 4 * kNodesBeforeCollecting) collect_garbage();
   return true;
+}
+
+void Matcher::too_costly() const {
+  // The widest set met names the rules the work went to.
+  const std::vector<int32_t>* widest = &state_;
+  for (const std::vector<int32_t>& set : sets_)
+    if (set.size() > widest->size()) widest = &set;
+  std::map<const std::string*, int> stacks;
+  const std::string* most = nullptr;
+  for (int32_t n : *widest) {
+    if (n == kAccept) continue;
+    const std::string* origin = &g_->grammar.origin_at(nodes_[n].pos);
+    if (++stacks[origin] > (most ? stacks[most] : 0)) most = origin;
+  }
+  throw GrammarTooCostly(most ? *most : "the grammar", limit_);
 }
 
 bool Matcher::complete() const { return std::binary_search(state_.begin(), state_.end(), kAccept); }

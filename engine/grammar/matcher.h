@@ -17,6 +17,13 @@
 // tokens leaving it that the rest of the grammar takes (token_index.h). Masks
 // are kept by state, so the steps of a long string or of free text, whose
 // state repeats, are a copy.
+//
+// What a token costs is bounded: the matcher counts its work (stack nodes
+// stepped, closed or walked) and gives up on a mask or a step past a limit,
+// so no grammar -- a repetition of something that can match in many ways,
+// an enum of a hundred thousand strings -- holds a step for long. Work is
+// counted, not timed, so every rank that follows a sequence gives up at
+// the same token.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +34,20 @@
 
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/token_index.h"
+#include "runtime/error.h"
 
 namespace tps {
+
+// A token's mask or step that needs more work than a Matcher's limit; the
+// message names where in the request the costly rules came from.
+class GrammarTooCostly : public InputError {
+ public:
+  GrammarTooCostly(const std::string& origin, uint64_t limit);
+  const std::string& origin() const { return origin_; }
+
+ private:
+  std::string origin_;
+};
 
 // A grammar ready to constrain sequences of one vocabulary, shared by every
 // matcher that uses it (immutable).
@@ -42,23 +61,37 @@ struct CompiledGrammar {
 // need: the tables of every loop automaton's states (token_index.h; kept
 // for every later grammar), so a first mask costs what a later one does.
 // Throws InputError as finish does.
+// Then follows a few tokens from its start and from each of its probes
+// (Grammar::add_probe): GrammarTooCostly when a mask there passes the
+// matcher's work limit, before any step could wait on it.
 std::shared_ptr<const CompiledGrammar> compile_grammar(Grammar g, int start, std::shared_ptr<const TokenIndex> index,
                                                        std::vector<int32_t> end_tokens);
 
 class Matcher {
  public:
-  explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
+  // The work one token's mask or step may take: about 0.1 s of one core
+  // (78 M steps a second measured on Zen 5); the heaviest mask of the JSON
+  // Schema test suite's schemas takes 0.44 M (tests/grammar_test.cpp).
+  static constexpr uint64_t kWorkPerToken = 8'000'000;
+
+  // start: the rule it matches (-1: the grammar's start).
+  explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar, uint64_t work_per_token = kWorkPerToken,
+                   int start = -1);
 
   // The tokens that may come next; empty only when the grammar cannot go on
-  // (complete and no end tokens given).
+  // (complete and no end tokens given). Throws GrammarTooCostly past the
+  // work limit (nothing changed: the matcher stays usable).
   const TokenSet& allowed();
   // Takes a token: false, and nothing changed, when it may not come next.
+  // Throws GrammarTooCostly as allowed() does.
   bool accept(int32_t token);
   // Whether accept(token) would take it (without taking it): what a sampler
   // asks of the token it drew before computing a whole mask.
   bool accepts(int32_t token);
   // The output so far is a whole match of the grammar.
   bool complete() const;
+  // The work the last mask computed or step taken counted.
+  uint64_t work() const { return work_; }
 
  private:
   static constexpr int32_t kAccept = 0;  // the node of a whole match
@@ -89,8 +122,25 @@ class Matcher {
   // token once the match is whole (the state stays).
   bool step(int32_t token, std::vector<int32_t>& next);
   void collect_garbage();
+  // Counts work; past the limit, throws GrammarTooCostly naming the origin
+  // of most of the widest set's stacks.
+  void spend(uint64_t units) {
+    if ((work_ += units) > limit_) too_costly();
+  }
+  [[noreturn]] void too_costly() const;
+  // Whether node n is met for the first time since the stamp last moved
+  // (closure's and advance's own, which nest).
+  static bool first_visit(std::vector<uint32_t>& seen, uint32_t stamp, int32_t n) {
+    if (static_cast<size_t>(n) >= seen.size()) seen.resize(static_cast<size_t>(n) + 1024, 0);
+    if (seen[n] == stamp) return false;
+    seen[n] = stamp;
+    return true;
+  }
 
   std::shared_ptr<const CompiledGrammar> g_;
+  uint64_t limit_, work_ = 0;
+  std::vector<uint32_t> closure_seen_, advance_seen_;
+  uint32_t closure_stamp_ = 0, advance_stamp_ = 0;
   std::vector<Node> nodes_;
   std::unordered_map<Node, int32_t, NodeHash> ids_;
   std::vector<std::vector<int32_t>> closures_;  // by node; computed once
