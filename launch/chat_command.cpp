@@ -67,6 +67,10 @@ class Chat {
   bool token(const Pick& p, SequenceEnd end) {
     const double now = seconds_since(t0_);
     if (first_token_ < 0) first_token_ = now, reused_ = gen_.scheduler().sequence(seq_).reused;
+    if (end == SequenceEnd::constraint) {  // no token comes with it
+      text_.finish(sequence_end_name(end));
+      return true;
+    }
     const std::string shown = text_.accept(p.id, tok_);
     answer_ += shown;
     std::fwrite(shown.data(), 1, shown.size(), stdout);

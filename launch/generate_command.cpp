@@ -97,6 +97,10 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       ++rec.decode_tokens;
     }
     f.last_token = now;
+    if (end == SequenceEnd::constraint) {  // no token comes with it
+      f.text.finish(sequence_end_name(end));
+      return true;
+    }
     if (o.top_logprobs > 0) f.logprobs.push_back(logprob_json(p));
     const std::string shown = f.text.accept(p.id, m.tokenizer);
     f.shown += shown;
@@ -127,6 +131,14 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   const std::vector<RankStats> ranks = gather_rank_stats(r, gen);
   if (root) report_generation(o, rec, ranks, r, gen, setup);
   if (stopped_by != 0) throw Error("stopped by " + signal_name, 128 + stopped_by);
+  int gave_up = 0;  // rank 0's count: only it knows how each sequence ended
+  if (root)
+    for (const auto& [id, f] : rec.seqs) gave_up += f.text.stop() == sequence_end_name(SequenceEnd::constraint);
+  r.exchange.broadcast(&gave_up, sizeof gave_up, 0);
+  if (gave_up > 0)
+    throw Error(cat(gave_up,
+                    " sequence(s) ended early: the output constraint (--json-schema or --grammar) needed more "
+                    "work for one token than the per-token limit allows"));
   return 0;
 }
 

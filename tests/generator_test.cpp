@@ -557,5 +557,50 @@ TEST(Generator, EndsASequenceWhenTheContextIsFull) {
   expect_ended(got[c], 4, SequenceEnd::length);
 }
 
+// A constraint whose masks pass the matcher's work limit after its first
+// tokens (the compile probe follows only those) ends its own sequence, with
+// no token, at that step; its neighbour goes on drawing what it draws alone.
+TEST(Generator, AConstraintThatGivesUpEndsOnlyItsOwnSequence) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  GeneratorOptions o;
+  o.max_sequences = 2, o.context = 256;
+  Exchange solo;
+  Generator gen(m, pool, solo, o);
+  SequenceParams costly, free;
+  costly.sampler.temperature = free.sampler.temperature = 1;
+  costly.sampler.seed = free.sampler.seed = 3;
+  costly.max_new_tokens = 100, free.max_new_tokens = 30;
+  costly.constraint =
+      R"({"format":"gbnf","gbnf":"root ::= \"1234567890123456789012345678901234567890\" ([a-z]*){1000}\n"})";
+  const int c = gen.add(prompt(6, 1), costly);
+  const int f = gen.add(prompt(6, 1), free);
+  std::map<int, Drawn> got;
+  Generator::Events ev;
+  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
+    got[seq].ids.push_back(p.id), got[seq].ends.push_back(end);
+    return true;
+  };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [](bool idle) { return !idle; };
+  gen.run(ev);
+  ASSERT_FALSE(got[c].ends.empty());
+  EXPECT_EQ(got[c].ends.back(), SequenceEnd::constraint);
+  EXPECT_EQ(got[c].ids.back(), -1);
+  EXPECT_GT(got[c].ids.size(), 5u);  // the digits came first
+  EXPECT_LT(got[c].ids.size(), 30u);
+  Exchange solo2;
+  Generator alone_gen(m, pool, solo2, o);
+  alone_gen.add(prompt(6, 1), free);
+  std::map<int, Drawn> alone;
+  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
+    alone[seq].ids.push_back(p.id), alone[seq].ends.push_back(end);
+    return true;
+  };
+  alone_gen.run(ev);
+  EXPECT_EQ(got[f].ids, alone.begin()->second.ids);
+  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::full), 0);
+}
+
 }  // namespace
 }  // namespace tps

@@ -7,6 +7,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace tps {
 
@@ -389,19 +390,37 @@ std::vector<Pick> Generator::choose(const Batch& batch) {
       seqs.push_back(e.seq);
       draws.push_back(Draw{&samplers_.at(e.seq), std::min(alternatives_.at(e.seq), kMaxTopLogprobs)});
     }
+  // A constraint that gives up (its work for a token past the matcher's
+  // limit) ends its sequence without a token; its row is still drawn from,
+  // unmasked, so that every rank takes part in the same draws. Work is
+  // counted, not timed: every sampling rank gives up at the same token.
+  std::vector<uint8_t> gave_up(seqs.size(), 0);
+  auto give_up = [&](size_t i, const GrammarTooCostly& e) {
+    gave_up[i] = 1;
+    log_warn("sequence ", seqs[i], ": its constraint gave up: ", e.what());
+  };
   for (size_t i = 0; i < seqs.size(); ++i) {
     auto c = constraints_.find(seqs[i]);
     const std::span<float> row(logits_.data() + i * width, static_cast<size_t>(width));
-    if (c != constraints_.end() && !c->second.mask(row, model_.shard.share.vocab.begin))
-      throw Error(cat("sequence ", seqs[i], ": its constraint allows no next token"));
+    try {
+      if (c != constraints_.end() && !c->second.mask(row, model_.shard.share.vocab.begin))
+        throw Error(cat("sequence ", seqs[i], ": its constraint allows no next token"));
+    } catch (const GrammarTooCostly& e) {
+      give_up(i, e);
+    }
   }
   const std::span<const float> rows(logits_.data(), seqs.size() * width);
   std::vector<Pick> picks =
       pick(shard_rows(model_.shard, model_.config.n_vocab, rows, width, exchange_, alone_), draws);
   for (size_t i = 0; i < seqs.size(); ++i) {
     auto c = constraints_.find(seqs[i]);
-    if (c != constraints_.end() && !c->second.accept(picks[i].id))
-      throw Error(cat("sequence ", seqs[i], ": its constraint refused the token it allowed (", picks[i].id, ")"));
+    try {
+      if (!gave_up[i] && c != constraints_.end() && !c->second.accept(picks[i].id))
+        throw Error(cat("sequence ", seqs[i], ": its constraint refused the token it allowed (", picks[i].id, ")"));
+    } catch (const GrammarTooCostly& e) {
+      give_up(i, e);
+    }
+    if (gave_up[i]) picks[i] = Pick{};
   }
   return picks;
 }
@@ -412,8 +431,8 @@ void Generator::complete(const Batch& batch, const std::vector<Pick>& picks, con
   for (const BatchEntry& e : batch.entries) {
     if (e.logits == 0) continue;
     const Pick& p = picks.at(r++);
-    scheduler_.append(e.seq, p.id);
-    const SequenceEnd end = end_of(e.seq, p.id);
+    if (p.id >= 0) scheduler_.append(e.seq, p.id);
+    const SequenceEnd end = p.id < 0 ? SequenceEnd::constraint : end_of(e.seq, p.id);
     const bool go_on = events.token(e.seq, p, end);
     if (end != SequenceEnd::none || !go_on) {
       scheduler_.finish(e.seq);

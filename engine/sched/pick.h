@@ -19,7 +19,7 @@ namespace tps {
 constexpr int kMaxTopLogprobs = 100;
 
 struct Pick {
-  int32_t id = -1;
+  int32_t id = -1;    // -1: none, the sequence's constraint gave up (SequenceEnd::constraint)
   float logprob = 0;  // of id; with n_top > 0 only
   int32_t n_top = 0;
   TokenLogprob top[kMaxTopLogprobs];

@@ -10,6 +10,7 @@ const char* sequence_end_name(SequenceEnd end) {
     case SequenceEnd::stop: return "stop token";
     case SequenceEnd::length: return "length";
     case SequenceEnd::context: return "context full";
+    case SequenceEnd::constraint: return "constraint too costly";
   }
   return "";
 }

@@ -16,10 +16,14 @@ enum class SequenceEnd : uint8_t {
   stop,     // it drew one of its stop tokens
   length,   // it generated its max_new_tokens
   context,  // no position is left for its next token
+  // Its constraint gave up: a token's mask needed more work than a matcher
+  // may take (engine/grammar/matcher.h). No token comes with this end.
+  constraint,
 };
 
-// "stop token", "length", "context full" (the words tpsrun and chat report;
-// the server says the API's finish_reason), or "none".
+// "stop token", "length", "context full", "constraint too costly" (the
+// words tpsrun and chat report; the server says the API's finish_reason),
+// or "none".
 const char* sequence_end_name(SequenceEnd end);
 
 // Why a sequence ends with the token it just drew, its generated-th (from
