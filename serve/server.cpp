@@ -19,6 +19,12 @@ namespace tps {
 
 using nlohmann::json;
 
+namespace {
+const char* const kConstraintGaveUp =
+    "the output's constraint (response_format, text.format, strict tools or tool_choice) needed more work for one "
+    "token than the per-token limit allows: its schema or grammar can match in too many ways at once; simplify it";
+}  // namespace
+
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
@@ -314,6 +320,11 @@ Generator::Events Server::events() {
       job->reused = gen_->scheduler().sequence(seq).reused;
       metrics_.prompt_tokens(static_cast<int64_t>(job->prompt.size()), job->reused);
     }
+    if (end == SequenceEnd::constraint) {  // no token comes with it
+      job->fail(400, kConstraintGaveUp);
+      live_.erase(seq);
+      return false;
+    }
     {
       std::lock_guard<std::mutex> lock(job->m);
       job->picks.push_back(p);
@@ -351,12 +362,18 @@ bool Server::between_steps(bool idle) {
       job->fail(400, e.what());
     }
   }
-  // Requests not yet started whose client left or whose time ran out.
+  // Requests not yet started whose client left or whose time ran out; on a
+  // stop, every request: a stop ends the server within a step, not after
+  // the longest answer's last token.
   for (auto it = live_.begin(); it != live_.end();) {
     const std::shared_ptr<Job>& job = it->second;
-    if (!job->started && (job->cancelled || Clock::now() > job->deadline) && gen_->cancel(it->first)) {
-      --queued_;
-      job->end(job->cancelled ? "cancelled" : "length");
+    const bool ends = stopping_ || (!job->started && (job->cancelled || Clock::now() > job->deadline));
+    if (ends && gen_->cancel(it->first)) {
+      if (!job->started) --queued_;
+      if (stopping_)
+        job->fail(503, "the server is shutting down");
+      else
+        job->end(job->cancelled ? "cancelled" : "length");
       it = live_.erase(it);
     } else {
       ++it;

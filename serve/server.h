@@ -81,7 +81,8 @@ class Server {
   void ready(Generator& generator, const Tokenizer& tokenizer, const ApiLimits& limits, nlohmann::json status);
   // The engine loop's side (the main thread of rank 0).
   Generator::Events events();
-  // Stops taking requests; the engine loop ends once what runs is done.
+  // Stops taking requests and ends what waits or runs at the next step
+  // (answered 503, a stream with an error event); then the engine loop ends.
   // Safe from a signal handler's flag poll (see request_stop). Destroying
   // the Server ends what has not ended (start-up that failed): waiting
   // requests are answered 503 and the connections closed.

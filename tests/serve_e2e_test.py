@@ -284,7 +284,54 @@ def metric_labels(server):
     ok("/metrics: an unknown path counts as endpoint=\"other\"")
 
 
-HOSTILE = [hostile_bodies, pipelining, http10_stream, client_gone, metric_labels]
+def costly_constraint(server):
+    """A schema whose token masks took minutes of the engine loop (a pattern
+    repeating something that matches in many ways) is refused when compiled,
+    by parameter and keyword; one costly only past its first tokens ends its
+    own request with a 400 when it gets there; meanwhile another client's
+    first token comes within 2 s."""
+    costly = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "(.*){200}"}}}
+    expect_error(server, "a pattern too costly to follow", 400, "POST", "/v1/completions",
+                     {"prompt": "hi", "max_tokens": 8, "response_format": costly})
+    _, _, body = server.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 8, "response_format": costly})
+    message = json.loads(body)["error"]["message"]
+    if "response_format" not in message or "'pattern'" not in message or "too costly" not in message:
+        fail(f"a pattern too costly to follow: the 400 names neither the parameter nor the keyword: {message}")
+    later = {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "string", "pattern": "^1234567890123456789012345678901234567890(.*){200}$"}}}
+    result = {}
+
+    def hostile():
+        result["hostile"] = server.request("POST", "/v1/completions",
+                                           {"prompt": "hi", "max_tokens": 64, "response_format": later})
+
+    thread = threading.Thread(target=hostile)
+    thread.start()
+    time.sleep(0.3)  # the hostile request runs
+    t0 = time.time()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "Once", "max_tokens": 16, "stream": True}),
+                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + KEY})
+    r = conn.getresponse()
+    events = 0
+    while events < 2:  # the opening event, then the first token's
+        line = r.readline()
+        if not line:
+            fail("a neighbour's stream ended before its first token")
+        events += line.startswith(b"data: {")
+    first = time.time() - t0
+    r.read()
+    conn.close()
+    thread.join(120)
+    status, _, body = result["hostile"]
+    if status != 400 or "too many ways" not in json.loads(body)["error"]["message"]:
+        fail(f"a constraint costly past its first tokens: {status} {body[:300]!r}")
+    if first > 2:
+        fail(f"a neighbour of a costly constraint: its first token after {first:.2f} s")
+    ok(f"a constraint costly past its first tokens: 400 when it got there; a neighbour's first token in {first:.2f} s")
+
+
+HOSTILE = [hostile_bodies, pipelining, http10_stream, client_gone, metric_labels, costly_constraint]
 
 
 def startup(args):
@@ -410,12 +457,26 @@ def port_taken(args, port):
     ok(f"a second server on the same port: {lines[0]}")
 
 
-def stop(proc, signum, what, log):
-    """The signal ends the server gracefully, every rank, with exit code 0."""
+def stop(proc, signum, what, log, server=None):
+    """The signal ends the server gracefully, every rank, with exit code 0;
+    with a server, while it generates a long answer: that one is ended at the
+    next step (a 503), and the server within 2 s."""
+    busy = {}
+    if server:
+        def long_answer():
+            busy["answer"] = server.request("POST", "/v1/completions", {"prompt": "Once", "max_tokens": 480})
+
+        before = generated_tokens(server)
+        thread = threading.Thread(target=long_answer)
+        thread.start()
+        deadline = time.time() + 30
+        while time.time() < deadline and generated_tokens(server) < before + 8:
+            time.sleep(0.02)
     t0 = time.time()
     proc.send_signal(signum)
     try:
         code = proc.wait(timeout=30)
+        took = time.time() - t0
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         fail(f"{what}: the server did not end within 30 s:\n" + "".join(log[-20:]))
@@ -423,7 +484,13 @@ def stop(proc, signum, what, log):
     said = "".join(log[-6:])
     if code != 0 or "stopped" not in said:
         fail(f"{what}: exit code {code}:\n{said}")
-    ok(f"{what}: ended in {time.time() - t0:.1f} s with exit code 0: {said.strip().splitlines()[-1]}")
+    if server:
+        thread.join(30)
+        status, _, body = busy.get("answer", (0, {}, b""))
+        if status != 503 or took > 2:
+            fail(f"{what} while answering: the answer got {status} {body[:200]!r}; the server ended in {took:.1f} s")
+        what += " while a long answer ran (it got 503)"
+    ok(f"{what}: ended in {took:.1f} s with exit code 0: {said.strip().splitlines()[-1]}")
 
 
 def main():
@@ -493,7 +560,7 @@ def main():
     except BaseException:
         os.killpg(alone.proc.pid, signal.SIGKILL)
         raise
-    stop(alone.proc, signal.SIGTERM, "SIGTERM to a lone tpsrun serve", alone.log)
+    stop(alone.proc, signal.SIGTERM, "SIGTERM to a lone tpsrun serve", alone.log, alone)
     restart_restores(args)
     startup(args)
     print("all checks passed")
