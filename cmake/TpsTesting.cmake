@@ -187,6 +187,11 @@ endmacro()
 # Fails the configure step when a test of this directory has no sanitizer
 # declaration; then makes each stage's target (sanitize_address,
 # sanitize_thread): every binary its tests run.
+# What a sanitizer's report starts with (ASan, LSan, TSan; UBSan's
+# "file:line:col: runtime error:").
+set(TPS_SANITIZER_REPORT "ERROR: AddressSanitizer" "ERROR: LeakSanitizer" "WARNING: ThreadSanitizer"
+    "ThreadSanitizer: " "runtime error: ")
+
 function(tps_check_sanitizer_declarations)
   get_property(tests DIRECTORY PROPERTY TESTS)
   foreach(t IN LISTS tests)
@@ -194,6 +199,15 @@ function(tps_check_sanitizer_declarations)
     if(NOT declared)
       message(FATAL_ERROR "test ${t}: no sanitizer declaration: add tps_sanitizers(TESTS ${t} SANITIZE ... | "
                           "NOT_SANITIZED \"why\") where it is registered (cmake/TpsTesting.cmake)")
+    endif()
+    # A test that passes on a printed line has its exit code ignored by
+    # CTest: a sanitizer's report printed after that line (at teardown, in
+    # MPI_Finalize) must fail it all the same.
+    get_property(pass TEST ${t} PROPERTY PASS_REGULAR_EXPRESSION)
+    if(pass)
+      get_property(fail TEST ${t} PROPERTY FAIL_REGULAR_EXPRESSION)
+      list(APPEND fail ${TPS_SANITIZER_REPORT})
+      set_property(TEST ${t} PROPERTY FAIL_REGULAR_EXPRESSION ${fail})
     endif()
   endforeach()
   foreach(san address thread)
