@@ -4,34 +4,6 @@
 
 namespace tps {
 
-namespace {
-
-// The server's routes; any other path a client sends counts as "other". A
-// label taken from the path itself could forge a line of the exposition (a
-// quote and a newline), and every new path would add a series forever.
-const char* endpoint_label(std::string_view path) {
-  static constexpr std::string_view kRoutes[] = {"/v1/chat/completions",
-                                                 "/v1/completions",
-                                                 "/v1/responses",
-                                                 "/v1/responses/{id}",
-                                                 "/v1/responses/{id}/input_items",
-                                                 "/v1/models",
-                                                 "/v1/status",
-                                                 "/health",
-                                                 "/metrics",
-                                                 "/"};
-  for (std::string_view route : kRoutes)
-    if (path == route) return route.data();
-  return "other";
-}
-
-}  // namespace
-
-void Metrics::request(std::string_view path, int status) {
-  std::lock_guard<std::mutex> lock(m_);
-  ++requests_[{endpoint_label(path), status}];
-}
-
 void Metrics::generated_token() {
   ++generated_tokens_;
   const Clock::time_point now = Clock::now();
@@ -64,13 +36,7 @@ std::string Metrics::prometheus() const {
   auto single = [&](const char* name, const char* type, const char* help, double v) {
     metric(name, type, help, cat("tps_", name, " ", v, "\n"));
   };
-  std::string requests;
-  {
-    std::lock_guard<std::mutex> lock(m_);
-    for (const auto& [key, n] : requests_)
-      requests += cat("tps_requests_total{endpoint=\"", key.first, "\",status=\"", key.second, "\"} ", n, "\n");
-  }
-  metric("requests_total", "counter", "HTTP requests answered, by endpoint and status.", requests);
+  metric("requests_total", "counter", "HTTP requests answered, by endpoint and status.", requests_.samples());
   single("prompt_tokens_total", "counter", "Prompt tokens of the requests served.",
          static_cast<double>(prompt_tokens_));
   single("prompt_tokens_cached_total", "counter", "Prompt tokens taken from the prefix cache.",

@@ -1,5 +1,6 @@
 // What the server counts, for GET /metrics (Prometheus text) and the web
-// page's status panel: requests by endpoint and status, tokens in and out
+// page's status panel: requests by endpoint and status
+// (serve/http/request_counts.h), tokens in and out
 // (and those taken from the prefix cache), the Responses API's store, the queue, the running
 // sequences, the KV pool and the prefix cache's RAM tier, and tokens/s over the last seconds. Updated by
 // the engine loop and the HTTP threads; every field is safe to read from
@@ -9,13 +10,13 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
 
 #include "runtime/clock.h"
-#include "serve/response_store.h"
+#include "serve/http/request_counts.h"
+#include "serve/responses/response_store.h"
 
 namespace tps {
 
@@ -32,9 +33,9 @@ struct PromptCacheStats {
 
 class Metrics {
  public:
-  // A request answered: counted under its route, or "other" (labels come
-  // from a fixed set, never from what a client sent).
-  void request(std::string_view path, int status);
+  // A request answered, counted under its route (RequestCounts).
+  void request(std::string_view path, int status) { requests_.add(path, status); }
+  RequestCounts& requests() { return requests_; }
   void prompt_tokens(int64_t n, int64_t cached) { prompt_tokens_ += n, cached_tokens_ += cached; }
   void generated_token();
   void set_load(int waiting, int running, int kv_held, int kv_cached, int kv_total);
@@ -66,9 +67,9 @@ class Metrics {
   std::string prometheus() const;
 
  private:
+  RequestCounts requests_;
   mutable std::mutex m_;
-  std::map<std::pair<std::string_view, int>, int64_t> requests_;  // views of endpoint_label's literals
-  std::deque<Clock::time_point> recent_;                          // generated tokens' times, last 60 s
+  std::deque<Clock::time_point> recent_;  // generated tokens' times, last 60 s
   ResponseStoreStats store_;
   PromptCacheStats cache_;
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, steps_{0}, step_tokens_{0};

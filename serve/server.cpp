@@ -3,74 +3,24 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <ctime>
 #include <random>
 
 #include "runtime/error.h"
 #include "runtime/log.h"
-#include "serve/api_error.h"
-#include "serve/api_response.h"
-#include "serve/connection_server.h"
-#include "serve/response_text.h"
-#include "serve/server_job.h"
+#include "serve/chat/chat_endpoint.h"
+#include "serve/http/api_error.h"
+#include "serve/http/connection_server.h"
+#include "serve/responses/responses_endpoint.h"
 #include "serve/web_page.h"  // generated: the embedded web page
 
 namespace tps {
 
 using nlohmann::json;
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
-void send_ordered_json(httplib::Response& res, int status, const nlohmann::ordered_json& body) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
-}
-
-void Server::Job::collect(const std::function<void(const Pick&)>& on_token) {
-  for (bool finished = false; !finished;) {
-    for (const Pick& p : take(1.0, finished)) on_token(p);
-    if (ConnectionServer::client_gone()) cancelled = true;  // its sequence ends at the next step
-  }
-  if (!error.empty()) throw ApiError(status, error);
-}
-
-void Server::Job::stream(std::shared_ptr<Job> job, httplib::Response& res, bool http10, JobEvents events) {
-  auto first = std::make_shared<bool>(true);
-  httplib::ContentProviderWithoutLength provider = [=](size_t, httplib::DataSink& sink) {
-    auto write = [&](const std::string& text) {
-      if (sink.write(text.data(), text.size())) return true;
-      job->cancelled = true;  // the client went away: its sequence ends at the next step
-      return false;
-    };
-    if (*first) {
-      *first = false;
-      return write(events.opening());
-    }
-    bool finished = false;
-    std::deque<Pick> picks = job->take(10.0, finished);
-    if (picks.empty() && !finished) return write(": keep-alive\n\n");
-    std::string out;
-    for (const Pick& p : picks) out += events.token(p);
-    if (finished) out += events.closing();
-    if (!out.empty() && !write(out)) return false;
-    if (finished) sink.done();
-    return true;
-  };
-  auto release = [job](bool) { job->cancelled = true; };
-  if (http10)
-    res.set_content_provider("text/event-stream", std::move(provider), std::move(release));
-  else
-    res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
-}
-
 Server::Server(const ServeOptions& o)
     : opt_(o),
       responses_(static_cast<size_t>(std::max(1, o.responses_max)), static_cast<size_t>(std::max(1, o.responses_mib))
-                                                                        << 20),
-      instance_(cat(std::hex, std::random_device{}() & 0xffffff)) {
+                                                                        << 20) {
   if (o.port < 0 || o.port > 65535) throw InputError(cat("--port ", o.port, ": expected 0..65535"));
   if (o.max_queue < 1 || o.max_queue > ServeOptions::kMaxQueue)
     throw InputError(cat("--max-queue ", o.max_queue, ": expected 1..", ServeOptions::kMaxQueue));
@@ -84,6 +34,7 @@ Server::Server(const ServeOptions& o)
   ConnectionLimits limits;
   limits.max_connections = o.max_connections, limits.max_body_bytes = o.max_body_bytes;
   http_ = std::make_unique<ConnectionServer>(limits);
+  api_.jobs = this, api_.next_id = &next_id_;
   route();
 }
 
@@ -104,13 +55,15 @@ Server::~Server() {
 void Server::listen() { port_ = http_->start(opt_.host, opt_.port); }
 
 void Server::ready(Generator& generator, const Tokenizer& tokenizer, const ApiLimits& limits, json status) {
-  gen_ = &generator, tok_ = &tokenizer, limits_ = limits, status_ = std::move(status);
+  gen_ = &generator, status_ = std::move(status);
+  api_.tokenizer = &tokenizer, api_.constraints = &generator.constraints(), api_.limits = limits;
   tokenizer.prepare_encoding();
-  ready_ = true;
+  state_.ready = true;
 }
 
 void Server::route() {
   httplib::Server& s = *http_;
+  routes_ = std::make_unique<Routes>(s, state_, metrics_.requests());
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt_.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
@@ -132,8 +85,9 @@ void Server::route() {
         res, res.status,
         ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error").body());
   });
+  // Not counted (nor wrapped): what monitors and the web page poll.
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (ready_)
+    if (state_.ready)
       send_json(res, 200, {{"status", "ok"}});
     else
       send_json(res, 503, ApiError(503, "Loading model", "", "unavailable_error").body());
@@ -144,24 +98,8 @@ void Server::route() {
   });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kWebPage, "text/html"); });
   s.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
-  // What ready() set is read only once ready_ says so.
-  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!ready_) {
-      send_json(res, 503, ApiError(503, "Loading model", "", "unavailable_error").body());
-      res.set_header("Retry-After", "1");
-      return metrics_.request(req.path, 503);
-    }
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", limits_.model_id},
-                                      {"object", "model"},
-                                      {"created", status_.value("started", 0)},
-                                      {"owned_by", "tps"},
-                                      {"max_model_len", limits_.context}}})}});
-    metrics_.request(req.path, 200);
-  });
   s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
-    if (!ready_) return send_json(res, 200, {{"ready", false}});
+    if (!state_.ready) return send_json(res, 200, {{"ready", false}});
     json j = status_;
     j["ready"] = true;
     j["sequences"] = {{"running", metrics_.running()}, {"waiting", metrics_.waiting()}};
@@ -194,31 +132,24 @@ void Server::route() {
                       {"evictions", r.evictions}};
     send_json(res, 200, j);
   });
-  auto generation = [this](const std::string& endpoint, bool chat) {
-    return [this, endpoint, chat](const httplib::Request& req, httplib::Response& res) {
-      try {
-        if (!ready_) throw ApiError(503, "Loading model", "", "unavailable_error");
-        if (stopping_) throw ApiError(503, "the server is shutting down", "", "unavailable_error");
-        this->generate(parse_request_body(req.body), chat, req, res);
-      } catch (const ApiError& e) {
-        if (e.status == 503) res.set_header("Retry-After", "1");
-        send_json(res, e.status, e.body());
-      } catch (const std::exception& e) {
-        send_json(res, 500, ApiError(500, cat("internal error: ", e.what()), "", "server_error").body());
-      }
-      metrics_.request(endpoint, res.status);
-    };
-  };
-  s.Post("/v1/chat/completions", generation("/v1/chat/completions", true));
-  s.Post("/v1/completions", generation("/v1/completions", false));
-  route_responses();
+  // What ready() set is read only once the model is: RouteNeeds says so.
+  routes_->get("/v1/models", "/v1/models", RouteNeeds::model, [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", api_.limits.model_id},
+                                      {"object", "model"},
+                                      {"created", status_.value("started", 0)},
+                                      {"owned_by", "tps"},
+                                      {"max_model_len", api_.limits.context}}})}});
+  });
+  add_chat_routes(*routes_, api_);
+  add_responses_routes(*routes_, api_, responses_);
 }
 
-std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const GenerationRequest& r,
-                                            const char* param) {
-  if (static_cast<int>(prompt.size()) >= limits_.context)
+std::shared_ptr<Job> Server::submit(std::vector<int32_t> prompt, const GenerationRequest& r, const char* param) {
+  if (static_cast<int>(prompt.size()) >= api_.limits.context)
     throw ApiError(400,
-                   cat("the prompt is ", prompt.size(), " tokens; the context holds ", limits_.context,
+                   cat("the prompt is ", prompt.size(), " tokens; the context holds ", api_.limits.context,
                        ", with room for at least one generated token"),
                    param, "invalid_request_error", "context_length_exceeded");
   if (queued_ >= opt_.max_queue)
@@ -229,7 +160,7 @@ std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const G
   auto job = std::make_shared<Job>();
   job->params.sampler = r.sampler;
   if (!r.seed_given) job->params.sampler.seed = std::random_device{}();
-  const int room = limits_.context - static_cast<int>(prompt.size());
+  const int room = api_.limits.context - static_cast<int>(prompt.size());
   job->params.max_new_tokens = r.max_new_tokens > 0 ? std::min(r.max_new_tokens, room) : room;
   job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
   job->params.constraint = r.output.spec;
@@ -241,66 +172,6 @@ std::shared_ptr<Server::Job> Server::submit(std::vector<int32_t> prompt, const G
   lock.unlock();
   inbox_cv_.notify_one();
   return job;
-}
-
-void Server::generate(const nlohmann::ordered_json& body, bool chat, const httplib::Request& req,
-                      httplib::Response& res) {
-  std::unique_ptr<GenerationRequest> request;
-  std::vector<int32_t> prompt;
-  if (chat) {
-    auto r = std::make_unique<ChatRequest>(parse_chat_request(body, limits_));
-    prompt = render_conversation(r->conversation, [this](const std::string& s) { return tok_->encode(s); });
-    request = std::move(r);
-  } else {
-    auto r = std::make_unique<CompletionRequest>(parse_completion_request(body, limits_));
-    prompt = tok_->encode(r->prompt, true);
-    request = std::move(r);
-  }
-  const GenerationRequest& r = *request;
-  check_output_constraint(r.output, gen_->constraints());  // compiled here, not on the engine loop
-  const int prompt_tokens = static_cast<int>(prompt.size());
-  std::shared_ptr<Job> job = submit(std::move(prompt), r);
-  const uint64_t n = next_id_++;
-  auto shape = std::make_shared<const ApiResponse>(cat(chat ? "chatcmpl-" : "cmpl-", std::hex, n), std::time(nullptr),
-                                                   limits_.model_id, chat, r.logprobs, r.include_usage);
-  auto rt = std::make_shared<ResponseText>(*tok_, chat, r.stop, r.logprobs ? r.top_logprobs : -1,
-                                           cat("call_", std::hex, n, "_"));
-  auto finish_reason = [job, rt] {
-    if (job->finish == "length") return "length";
-    return rt->tool_calls().empty() ? "stop" : "tool_calls";
-  };
-  auto usage_of = [job, rt, prompt_tokens](int completion) {
-    return usage_json(prompt_tokens, completion, job->reused, rt->reasoning_tokens());
-  };
-
-  if (!r.stream) {
-    int completion = 0;
-    job->collect([&](const Pick& p) {
-      ++completion;
-      rt->push(p);
-      if (rt->stopped()) job->cancelled = true;
-    });
-    rt->finish();
-    send_json(res, 200, shape->body(*rt, finish_reason(), usage_of(completion)));
-    return;
-  }
-
-  // Streaming: server-sent events, one chunk per token that shows something.
-  auto completion = std::make_shared<int>(0);
-  Job::stream(job, res, req.version == "HTTP/1.0",
-              {[shape] { return shape->first_event(); },
-               [=](const Pick& p) {
-                 ++*completion;
-                 std::string out = shape->delta_events(*rt, rt->push(p));
-                 if (rt->stopped()) job->cancelled = true;
-                 return out;
-               },
-               [=] {
-                 if (!job->error.empty())
-                   return sse_event(ApiError(job->status, job->error).body()) + "data: [DONE]\n\n";
-                 std::string out = shape->delta_events(*rt, rt->finish());  // before the reason is read
-                 return out + shape->last_events(finish_reason(), usage_of(*completion));
-               }});
 }
 
 Generator::Events Server::events() {
@@ -383,13 +254,13 @@ bool Server::between_steps(bool idle) {
                                              .disk_loaded = disk.loaded,
                                              .disk_written = disk.written,
                                              .disk_write_failures = disk.write_failures});
-  if (stopping_ && live_.empty()) {
+  if (state_.stopping && live_.empty()) {
     std::lock_guard<std::mutex> lock(inbox_m_);
     if (inbox_.empty()) return false;
   }
   if (idle && live_.empty()) {
     std::unique_lock<std::mutex> lock(inbox_m_);
-    inbox_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return !inbox_.empty() || stopping_; });
+    inbox_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return !inbox_.empty() || state_.stopping; });
   }
   return true;
 }

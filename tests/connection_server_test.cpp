@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "serve/connection_server.h"
+#include "serve/http/connection_server.h"
 
 namespace tps {
 namespace {

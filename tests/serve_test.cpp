@@ -8,16 +8,16 @@
 
 #include "engine/sched/constraint.h"
 #include "runtime/error.h"
-#include "serve/api_error.h"
-#include "serve/api_request.h"
-#include "serve/api_response.h"
-#include "serve/conversation_ids.h"
+#include "serve/api/tool_schema.h"
+#include "serve/chat/chat_request.h"
+#include "serve/chat/chat_response.h"
+#include "serve/chat/chat_text.h"
+#include "serve/http/api_error.h"
 #include "serve/metrics.h"
-#include "serve/response_store.h"
-#include "serve/response_text.h"
-#include "serve/responses_output.h"
-#include "serve/responses_request.h"
-#include "serve/tool_schema.h"
+#include "serve/responses/conversation_ids.h"
+#include "serve/responses/response_store.h"
+#include "serve/responses/responses_output.h"
+#include "serve/responses/responses_request.h"
 #include "tests/test_vocab.h"
 
 namespace tps {
@@ -291,17 +291,17 @@ std::vector<Pick> picks(const std::string& text) {
 }
 
 // Feeds the text's tokens; returns what the deltas said, concatenated.
-std::string stream(ResponseText& rt, const std::string& text) {
+std::string stream(ChatText& rt, const std::string& text) {
   std::string said;
   for (const Pick& p : picks(text)) {
-    const ResponseText::Delta d = rt.push(p);
+    const ChatText::Delta d = rt.push(p);
     said += d.content;
   }
   return said + rt.finish().content;
 }
 
 TEST(ResponseText, ChannelsBecomeReasoningAndContent) {
-  ResponseText rt(test_tokenizer(), true, {}, 1, "call_");
+  ChatText rt(test_tokenizer(), true, {}, 1, "call_");
   const std::string said = stream(rt,
                                   "<|channel|>analysis<|message|>User says hi.<|end|><|start|>assistant<|channel|>"
                                   "final<|message|>Hello, world!<|return|>");
@@ -317,7 +317,7 @@ TEST(ResponseText, ChannelsBecomeReasoningAndContent) {
 }
 
 TEST(ResponseText, AMessageToAFunctionIsAToolCall) {
-  ResponseText rt(test_tokenizer(), true, {}, -1, "call_x_");
+  ChatText rt(test_tokenizer(), true, {}, -1, "call_x_");
   stream(rt,
          "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
          "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>");
@@ -335,15 +335,15 @@ TEST(ApiResponse, BodiesAndStreamsSayTheSame) {
   const std::string text =
       "<|channel|>analysis<|message|>Need it.<|end|><|start|>assistant<|channel|>commentary "
       "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>";
-  const ApiResponse shape("chatcmpl-1", 7, "gpt-oss-test", true, false, true);
-  ResponseText whole(test_tokenizer(), true, {}, -1, "call_1_");
+  const ChatResponse shape("chatcmpl-1", 7, "gpt-oss-test", true, false, true);
+  ChatText whole(test_tokenizer(), true, {}, -1, "call_1_");
   stream(whole, text);
   const json body = shape.body(whole, "tool_calls", usage_json(5, 9, 2, 3));
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
   EXPECT_EQ(body["choices"][0]["message"]["reasoning_content"], "Need it.");
   EXPECT_EQ(body["usage"]["total_tokens"], 14);
-  ResponseText streamed(test_tokenizer(), true, {}, -1, "call_1_");
+  ChatText streamed(test_tokenizer(), true, {}, -1, "call_1_");
   std::string events = shape.first_event();
   for (const Pick& p : picks(text)) events += shape.delta_events(streamed, streamed.push(p));
   events += shape.delta_events(streamed, streamed.finish()) + shape.last_events("tool_calls", usage_json(5, 9, 2, 3));
@@ -373,7 +373,7 @@ TEST(ApiResponse, BodiesAndStreamsSayTheSame) {
 }
 
 TEST(ResponseText, StopStringsEndTheContentAndAreHeldBackUntilSure) {
-  ResponseText rt(test_tokenizer(), false, {"world", "zzz"}, -1, "");
+  ChatText rt(test_tokenizer(), false, {"world", "zzz"}, -1, "");
   const std::vector<Pick> ps = picks("Hello, world! More.");
   std::string said;
   for (const Pick& p : ps) said += rt.push(p).content;
@@ -381,13 +381,13 @@ TEST(ResponseText, StopStringsEndTheContentAndAreHeldBackUntilSure) {
   EXPECT_EQ(rt.content(), "Hello, ");
   EXPECT_EQ(said, "Hello, ");
   // Text that only looked like a stop's start comes out in the end.
-  ResponseText partial(test_tokenizer(), false, {"wor!"}, -1, "");
+  ChatText partial(test_tokenizer(), false, {"wor!"}, -1, "");
   EXPECT_EQ(stream(partial, "Hello, wor"), "Hello, wor");
   EXPECT_FALSE(partial.stopped());
 }
 
 TEST(ResponseText, OutputThatIsNotHarmonyBecomesRawText) {
-  ResponseText rt(test_tokenizer(), true, {}, -1, "");
+  ChatText rt(test_tokenizer(), true, {}, -1, "");
   const std::string text(200, 'x');
   const std::string said = stream(rt, text);
   EXPECT_EQ(rt.content(), text);
