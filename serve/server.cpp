@@ -100,36 +100,10 @@ void Server::route() {
   s.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
   s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
     if (!state_.ready) return send_json(res, 200, {{"ready", false}});
+    metrics_.set_response_store(responses_.stats());
     json j = status_;
     j["ready"] = true;
-    j["sequences"] = {{"running", metrics_.running()}, {"waiting", metrics_.waiting()}};
-    j["tokens_per_second"] = metrics_.tokens_per_second();
-    const Metrics::Kv kv = metrics_.kv();
-    j["kv"] = {{"blocks_total", kv.total},
-               {"blocks_used", kv.held},
-               {"blocks_cached", kv.cached},
-               {"block_positions", kKvBlock}};
-    const PromptCacheStats c = metrics_.prompt_cache();
-    j["cache_ram"] = {{"blocks_total", c.full_blocks},
-                      {"blocks_used", c.full_used},
-                      {"sliding_blocks_total", c.sliding_blocks},
-                      {"bytes", c.bytes},
-                      {"max_bytes", c.max_bytes},
-                      {"saved_blocks", c.saved},
-                      {"restored_blocks", c.restored},
-                      {"evicted_blocks", c.evicted},
-                      {"hits", c.hits},
-                      {"misses", c.misses}};
-    j["cache_disk"] = {{"on", c.disk},
-                       {"files", c.disk_files},
-                       {"bytes", c.disk_bytes},
-                       {"loaded_blocks", c.disk_loaded},
-                       {"written_blocks", c.disk_written},
-                       {"write_failures", c.disk_write_failures}};
-    const ResponseStoreStats r = responses_.stats();
-    j["responses"] = {{"stored", r.count},        {"bytes", r.bytes}, {"max_stored", r.max_count},
-                      {"max_bytes", r.max_bytes}, {"hits", r.hits},   {"misses", r.misses},
-                      {"evictions", r.evictions}};
+    j.update(metrics_.status());
     send_json(res, 200, j);
   });
   // What ready() set is read only once the model is: RouteNeeds says so.

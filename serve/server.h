@@ -11,8 +11,8 @@
 // and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items:
 // serve/responses/responses_endpoint.h), GET /v1/models, GET /health (503
 // "loading" until the model is ready), GET /metrics (Prometheus), GET
-// /v1/status (the web page's panel), GET / (the web page). With an API key,
-// /v1/* need "Authorization: Bearer KEY".
+// /v1/status (the web page's panel; both from serve/metrics.h's table), GET
+// / (the web page). With an API key, /v1/* need "Authorization: Bearer KEY".
 //
 // Serving: a bounded queue (503 with Retry-After when full), a time limit
 // per request, a client that goes away frees its sequence at the next step,
