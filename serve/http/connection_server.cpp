@@ -16,6 +16,16 @@
 #include "serve/http/api_error.h"
 #include "serve/http/request_framing.h"
 
+// This file, and no other, leans on two protected members of
+// httplib::Server, as cpp-httplib 0.11.4 (Debian 12's libcpp-httplib-dev)
+// declares them: process_request(), which parses one request from a stream,
+// routes it and writes the response -- the part of httplib this server
+// keeps while it reads connections itself (connection_server.h says why) --
+// and svr_sock_, the listening socket, which httplib checks to go on writing
+// a streamed response (an invalid one ends every stream). No public API
+// offers either. tests/connection_server_test.cpp fails to compile if an
+// upgrade changes their types, and fails if a stream no longer runs while
+// svr_sock_ is set; on such an upgrade, re-read both uses below.
 namespace tps {
 
 namespace {
@@ -168,7 +178,7 @@ int ConnectionServer::start(const std::string& host, int port) {
   }
   if (listen_fd_ < 0)
     throw InputError(cat("--host ", host, " --port ", port, ": cannot listen there (", std::strerror(error), ")"));
-  svr_sock_ = listen_fd_;  // httplib ends a streamed response when this is invalid
+  svr_sock_ = listen_fd_;  // protected (see the top): httplib ends a streamed response when this is invalid
   std::string ip;
   int bound = port;
   address_of(listen_fd_, false, ip, bound);
@@ -324,7 +334,7 @@ bool ConnectionServer::serve_request(int fd, std::string& buffer, bool last) {
   RequestStream stream(framer.request(), fd, limits_.write_seconds);
   last = last || !framer.keep_alive() || stopping_;
   bool closed = false;
-  const bool answered = process_request(stream, last, closed, nullptr);
+  const bool answered = process_request(stream, last, closed, nullptr);  // protected (see the top)
   buffer.erase(0, framer.size());
   return answered && !closed && !last;
 }
