@@ -3,9 +3,9 @@
 // earlier turns, and the store of responses.
 #include <gtest/gtest.h>
 
+#include "engine/text/conversation_ids.h"
 #include "runtime/error.h"
 #include "serve/http/api_error.h"
-#include "serve/responses/conversation_ids.h"
 #include "serve/responses/response_store.h"
 #include "serve/responses/responses_output.h"
 #include "serve/responses/responses_request.h"

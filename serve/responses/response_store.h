@@ -1,7 +1,7 @@
 // The responses the Responses API stores (`store`, true by default), for
 // GET /v1/responses/{id}, its input_items, DELETE, and `previous_response_id`:
 // each keeps its response object, its input items, and its conversation as
-// token ids (serve/responses/conversation_ids.h) so that a follow-up's prompt begins
+// token ids (engine/text/conversation_ids.h) so that a follow-up's prompt begins
 // with exactly the ids whose KV blocks the prefix cache may still hold. The
 // ids outlive the blocks: a follow-up after the pool let them go computes
 // them again.
@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "serve/responses/conversation_ids.h"
+#include "engine/text/conversation_ids.h"
 
 namespace tps {
 

@@ -8,11 +8,11 @@
 #include <random>
 
 #include "engine/sched/constraint.h"
+#include "engine/text/conversation_ids.h"
 #include "runtime/error.h"
 #include "serve/api/request_fields.h"
 #include "serve/http/api_error.h"
 #include "serve/http/sse.h"
-#include "serve/responses/conversation_ids.h"
 #include "serve/responses/responses_output.h"
 #include "serve/responses/responses_request.h"
 

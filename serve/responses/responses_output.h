@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/text/conversation_ids.h"
 #include "engine/text/harmony.h"
 #include "engine/text/tokenizer.h"
-#include "serve/responses/conversation_ids.h"
 
 namespace tps {
 

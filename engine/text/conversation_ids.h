@@ -10,6 +10,8 @@
 // Harmony's rule for earlier turns (spec §6.4, openai/harmony's
 // auto_drop_analysis): analysis messages before the last final message are
 // dropped; reasoning before a tool call is kept while the turn goes on.
+// The Responses API keeps its stored conversations this way
+// (serve/responses/); nothing here is the server's.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "serve/responses/conversation_ids.h"
+#include "engine/text/conversation_ids.h"
 
 #include "engine/text/harmony_item.h"
 #include "runtime/error.h"
