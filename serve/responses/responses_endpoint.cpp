@@ -29,17 +29,18 @@ ApiError not_found(const std::string& id, const std::string& param = "") {
                   param, "invalid_request_error", param.empty() ? "not_found" : "previous_response_not_found");
 }
 
-// One turn as the request's thread follows it: what the response object
-// repeats, the conversation before the output, the output.
-struct Turn {
-  Turn(const Tokenizer& tok, std::string id, std::string ids, std::vector<int32_t> tail, ReasoningItems reasoning)
+// One turn as the request's thread follows it: the request's settings the
+// response object repeats (echoed_request), the conversation before the
+// output (history), the output.
+struct TurnState {
+  TurnState(const Tokenizer& tok, std::string id, std::string ids, std::vector<int32_t> tail, ReasoningItems reasoning)
       : id(std::move(id)), output(tok, std::move(ids), std::move(tail), reasoning) {}
   std::string id;
   int64_t created = std::time(nullptr);
   std::string model;
-  json echo;
+  json echoed_request;
   bool store = true;
-  StoredResponse before;  // the conversation up to the output; input items; calls; carried instructions
+  StoredResponse history;  // the conversation up to the output; input items; calls; carried instructions
   ResponseOutput output;
   int prompt_tokens = 0, completion = 0;
   int64_t sequence = 0;  // the next stream event's
@@ -61,7 +62,7 @@ struct Turn {
               {"incomplete_details", status == "incomplete" ? json{{"reason", "max_output_tokens"}} : json()},
               {"model", model},
               {"output", status == "in_progress" ? json::array() : json(output.items())}};
-    for (const auto& [key, value] : echo.items()) o[key] = value;
+    for (const auto& [key, value] : echoed_request.items()) o[key] = value;
     o["usage"] = status == "in_progress" ? json() : usage(cached);
     return o;
   }
@@ -71,8 +72,8 @@ struct Turn {
   }
   // Stored for a follow-up (when asked): the conversation with the output
   // after it, harmony's rule applied.
-  void keep(const json& response, ResponseStore& store) const {
-    auto r = std::make_shared<StoredResponse>(before);
+  void store_for_followup(const json& response, ResponseStore& store) const {
+    auto r = std::make_shared<StoredResponse>(history);
     r->response = response;
     r->messages.insert(r->messages.end(), output.messages().begin(), output.messages().end());
     drop_earlier_reasoning(r->messages);
@@ -96,36 +97,36 @@ void create_response(const ApiContext& api, ResponseStore& responses, const std:
     previous = responses.get(r.previous_response_id, true);
     if (!previous) throw not_found(r.previous_response_id, "previous_response_id");
   }
-  StoredResponse before;
-  if (previous) before.messages = previous->messages, before.calls = previous->calls;
-  if (previous) before.item_instructions = previous->item_instructions;
-  name_function_outputs(r, before.calls);
-  before.calls.insert(r.input_calls.begin(), r.input_calls.end());
+  StoredResponse history;
+  if (previous) history.messages = previous->messages, history.calls = previous->calls;
+  if (previous) history.item_instructions = previous->item_instructions;
+  name_function_outputs(r, history.calls);
+  history.calls.insert(r.input_calls.begin(), r.input_calls.end());
   if (!r.item_instructions.empty())
-    before.item_instructions += (before.item_instructions.empty() ? "" : "\n\n") + r.item_instructions;
-  before.input_items = r.input_items;
+    history.item_instructions += (history.item_instructions.empty() ? "" : "\n\n") + r.item_instructions;
+  history.input_items = r.input_items;
   // `instructions` is this request's alone; system and developer items stay
   // with the conversation.
   Conversation c = r.conversation;
-  if (!before.item_instructions.empty())
-    c.instructions += (c.instructions.empty() ? "" : "\n\n") + before.item_instructions;
+  if (!history.item_instructions.empty())
+    c.instructions += (c.instructions.empty() ? "" : "\n\n") + history.item_instructions;
   RenderedConversation parts = render_parts(c, [&tok](const std::string& s) { return tok.encode(s); });
-  before.messages.insert(before.messages.end(), parts.messages.begin(), parts.messages.end());
-  drop_earlier_reasoning(before.messages);
-  std::vector<int32_t> prompt = join_prompt(parts.header, before.messages, parts.tail);
+  history.messages.insert(history.messages.end(), parts.messages.begin(), parts.messages.end());
+  drop_earlier_reasoning(history.messages);
+  std::vector<int32_t> prompt = join_prompt(parts.header, history.messages, parts.tail);
   check_output_constraint(r.output, *api.constraints);  // compiled here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = api.jobs->submit(std::move(prompt), r, "input");
 
-  auto turn = std::make_shared<Turn>(tok, "resp_" + ids, ids, parts.tail,
-                                     r.encrypted_reasoning ? ReasoningItems::text_and_blob : ReasoningItems::text);
-  turn->model = api.limits.model_id, turn->echo = std::move(r.echo), turn->store = r.store;
-  turn->before = std::move(before), turn->prompt_tokens = prompt_tokens;
+  auto turn = std::make_shared<TurnState>(tok, "resp_" + ids, ids, parts.tail,
+                                          r.encrypted_reasoning ? ReasoningItems::text_and_blob : ReasoningItems::text);
+  turn->model = api.limits.model_id, turn->echoed_request = std::move(r.echo), turn->store = r.store;
+  turn->history = std::move(history), turn->prompt_tokens = prompt_tokens;
   // The end: the object, stored when asked.
   auto finish = [&responses, turn, job] {
     const std::string status = final_status(job->finish);
     const json response = turn->object(status, job->reused);
-    if (turn->store) turn->keep(response, responses);
+    if (turn->store) turn->store_for_followup(response, responses);
     return response;
   };
 
