@@ -9,11 +9,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-namespace tps {
+#include "runtime/json_text.h"
 
-inline std::string json_text(const nlohmann::json& j, int indent = -1) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+namespace tps {
 
 inline void print_json(const nlohmann::json& j) {
   const std::string text = json_text(j, isatty(STDOUT_FILENO) ? 2 : -1);

@@ -1,21 +1,23 @@
 // The OpenAI-compatible HTTP server (rank 0): cpp-httplib threads take the
-// requests, check and render them, and hand them to the engine loop
-// (engine/sched/generator.h), which every rank runs on the main thread;
-// tokens come back to each request's thread as they are chosen, which turns
-// them into the response (serve/response_text.h) or its stream of
-// server-sent events.
+// requests, and each API's routes (serve/chat/, serve/responses/) check and
+// render them and hand them to the engine loop (engine/sched/generator.h)
+// through the job queue kept here; every rank runs the engine loop on the
+// main thread, and tokens come back to each request's thread as they are
+// chosen, which turns them into the answer or its stream of server-sent
+// events.
 //
-// Endpoints: POST /v1/chat/completions, POST /v1/completions, the
-// Responses API (POST /v1/responses; GET and DELETE /v1/responses/{id}, GET
-// /v1/responses/{id}/input_items: serve/responses_endpoint.cpp), GET
-// /v1/models, GET /health (503 "loading" until the model is ready), GET
-// /metrics (Prometheus), GET /v1/status (the web page's panel), GET / (the
-// web page). With an API key, /v1/* need "Authorization: Bearer KEY".
+// Endpoints: POST /v1/chat/completions, POST /v1/completions
+// (serve/chat/chat_endpoint.h), the Responses API (POST /v1/responses; GET
+// and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items:
+// serve/responses/responses_endpoint.h), GET /v1/models, GET /health (503
+// "loading" until the model is ready), GET /metrics (Prometheus), GET
+// /v1/status (the web page's panel; both from serve/metrics.h's table), GET
+// / (the web page). With an API key, /v1/* need "Authorization: Bearer KEY".
 //
 // Serving: a bounded queue (503 with Retry-After when full), a time limit
 // per request, a client that goes away frees its sequence at the next step,
 // and stop() lets what runs finish, then ends the engine loop on every rank.
-// Connections are accepted, read and bounded by serve/connection_server.h.
+// Connections are accepted, read and bounded by serve/http/connection_server.h.
 #pragma once
 
 #include <atomic>
@@ -29,14 +31,10 @@
 
 #include "engine/sched/generator.h"
 #include "engine/text/tokenizer.h"
-#include "serve/api_request.h"
+#include "serve/api/job.h"
+#include "serve/http/route.h"
 #include "serve/metrics.h"
-#include "serve/response_store.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "serve/responses/response_store.h"
 
 namespace tps {
 
@@ -54,9 +52,9 @@ struct ServeOptions {
   double request_seconds = 600;  // a request's time limit, queue included (0..kMaxRequestSeconds]
   size_t max_body_bytes = 8 << 20;
   // Open at once: the waiting and running requests', and room for /health,
-  // /metrics and idle clients (serve/connection_server.h).
+  // /metrics and idle clients (serve/http/connection_server.h).
   int max_connections = 256;
-  // The Responses API's stored responses (serve/response_store.h): at most
+  // The Responses API's stored responses (serve/responses/response_store.h): at most
   // this many, and this many MiB; past either the least recently used goes.
   static constexpr int kMaxResponses = 1 << 20;
   static constexpr int kMaxResponsesMib = 1 << 20;
@@ -66,7 +64,9 @@ struct ServeOptions {
 
 class ConnectionServer;
 
-class Server {
+// Each API's routes submit their jobs to the Server (JobQueue,
+// serve/api/job.h); the engine loop takes them between steps.
+class Server : JobQueue {
  public:
   explicit Server(const ServeOptions& options);
   ~Server();
@@ -86,35 +86,25 @@ class Server {
   // Safe from a signal handler's flag poll (see request_stop). Destroying
   // the Server ends what has not ended (start-up that failed): waiting
   // requests are answered 503 and the connections closed.
-  void request_stop() { stopping_ = true; }
+  void request_stop() { state_.stopping = true; }
   int port() const { return port_; }
 
  private:
-  struct Job;
   void route();
-  // Serves one generation request (chat: harmony; else a raw completion).
-  // Throws ApiError.
-  void generate(const nlohmann::ordered_json& body, bool chat, const httplib::Request& req, httplib::Response& res);
-  // Queues a prompt (param: the request parameter a prompt too long is
-  // refused by). Throws ApiError.
-  std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerationRequest& r, const char* param = "messages");
-  // The Responses API (serve/responses_endpoint.cpp).
-  void route_responses();
-  void create_response(const nlohmann::ordered_json& body, const httplib::Request& req, httplib::Response& res);
-  void list_input_items(const std::string& id, const httplib::Request& req, httplib::Response& res);
+  // JobQueue: into the inbox, bounded by --max-queue.
+  std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerationRequest& r, const char* param) override;
   bool between_steps(bool idle);
 
   ServeOptions opt_;
   std::unique_ptr<ConnectionServer> http_;
   int port_ = 0;
-  std::atomic<bool> ready_{false}, stopping_{false};
+  ServerState state_;
   Generator* gen_ = nullptr;
-  const Tokenizer* tok_ = nullptr;
-  ApiLimits limits_;
+  ApiContext api_;         // what the APIs' routes are given; filled in by ready()
   nlohmann::json status_;  // what does not change: model, ranks
   Metrics metrics_;
+  std::unique_ptr<Routes> routes_;
   ResponseStore responses_;
-  std::string instance_;  // random, in every response id: an id from before a restart is never another's
 
   std::mutex inbox_m_;
   std::condition_variable inbox_cv_;

@@ -1,7 +1,8 @@
 // The server's connections on loopback, with a few plain routes: pipelined
 // requests, a trickling client's deadline, /health while slow clients hold
-// every connection, a handler that sees its client gone, bounded bodies,
-// the host that does not resolve, and a stop at any moment of start-up.
+// every connection, a handler that sees its client gone, a streamed
+// response, bounded bodies, the host that does not resolve, and a stop at
+// any moment of start-up; and the httplib internals the server relies on.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,10 +13,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/error.h"
-#include "serve/connection_server.h"
+#include "serve/http/connection_server.h"
 
 namespace tps {
 namespace {
@@ -78,6 +80,16 @@ struct Fixture {
     server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
     server.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content("[" + req.body + "]", "text/plain");
+    });
+    // Streams three chunks, as a generation streams its events.
+    server.Get("/stream", [](const httplib::Request&, httplib::Response& res) {
+      auto sent = std::make_shared<int>(0);
+      res.set_chunked_content_provider("text/plain", [sent](size_t, httplib::DataSink& sink) {
+        const std::string chunk = cat("chunk", (*sent)++, ";");
+        sink.write(chunk.data(), chunk.size());
+        if (*sent == 3) sink.done();
+        return true;
+      });
     });
     // Holds its connection until its client goes (5 s at most).
     server.Get("/hold", [this](const httplib::Request&, httplib::Response& res) {
@@ -206,6 +218,32 @@ TEST(ConnectionServer, AHandlerSeesItsClientGone) {
   while (f.seen_gone_after < 0 && since(t0) < 6) std::this_thread::sleep_for(10ms);
   EXPECT_GE(f.seen_gone_after, 0.1);
   EXPECT_LT(f.seen_gone_after, 1.0);
+}
+
+// ConnectionServer uses two protected members of httplib::Server
+// (connection_server.cpp says why): these fail to compile when an upgrade of
+// cpp-httplib (Debian 12's 0.11.4 today) changes either, and the test below
+// fails when svr_sock_ stops meaning what a streamed response checks.
+struct HttplibInternals : httplib::Server {
+  static_assert(std::is_same_v<decltype(&HttplibInternals::process_request),
+                               bool (httplib::Server::*)(httplib::Stream&, bool, bool&,
+                                                         const std::function<void(httplib::Request&)>&)>,
+                "httplib::Server::process_request changed: re-read serve/http/connection_server.cpp");
+  static_assert(std::is_same_v<decltype(HttplibInternals::svr_sock_), std::atomic<socket_t>>,
+                "httplib::Server::svr_sock_ changed: re-read serve/http/connection_server.cpp");
+};
+
+// httplib writes a streamed response only while svr_sock_ holds a socket:
+// a server that never set it would end every stream at its first chunk.
+TEST(ConnectionServer, AStreamedResponseIsWrittenWhole) {
+  Fixture f;
+  Client c(f.port);
+  c.send("GET /stream HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const std::string reply = c.read_all();
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
+  EXPECT_NE(reply.find("chunk0;"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("chunk2;"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("\r\n0\r\n\r\n"), std::string::npos) << reply;  // the last chunk: the stream ended itself
 }
 
 TEST(ConnectionServer, BodiesAreBoundedWhateverTheirFraming) {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "serve/request_framing.h"
+#include "serve/http/request_framing.h"
 
 namespace tps {
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target for where a request ends (serve/request_framing.h): any
+// libFuzzer target for where a request ends (serve/http/request_framing.h): any
 // bytes (after the first, which sets the body bound) end in the same state
 // fed whole as fed a byte at a time, as a trickling client sends them, with
 // the same request or refusal; a request handed on is framed again whole
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "serve/request_framing.h"
+#include "serve/http/request_framing.h"
 
 using tps::RequestFramer;
 

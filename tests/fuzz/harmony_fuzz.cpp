@@ -2,7 +2,7 @@
 // token ids, 2 bytes each (little-endian v: ordinary token v below 0xf000,
 // else the special token 199998 + (v - 0xf000) % 1090, so that harmony's
 // control tokens are common), given to the chat text tpsrun shows (GeneratedText, with
-// and without the analysis channel) and to the server's ResponseText (harmony
+// and without the analysis channel) and to the server's ChatText (harmony
 // channels, tool calls, a stop string). Whatever the model says, the text
 // they return is whole UTF-8 and nothing throws; anything else is a finding.
 //   scripts/fuzz-text harmony [SECONDS]
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "engine/text/generated_text.h"
-#include "serve/response_text.h"
+#include "serve/chat/chat_text.h"
 #include "tests/fuzz/fuzz_tokenizer.h"
 
 namespace {
@@ -38,17 +38,17 @@ void check(const std::string& s) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const tps::Tokenizer& t = tps::fuzz::tokenizer();
   tps::GeneratedText plain({true, false}), analysis({true, true});
-  tps::ResponseText response(t, true, {"STOP"}, -1, "call_");
+  tps::ChatText response(t, true, {"STOP"}, -1, "call_");
   for (size_t i = 0; i + 1 < size; i += 2) {
     tps::Pick p;
     const int v = data[i] | data[i + 1] << 8;
     p.id = v < 0xf000 ? v : 199998 + (v - 0xf000) % 1090;
     check(plain.accept(p.id, t));
     check(analysis.accept(p.id, t));
-    const tps::ResponseText::Delta d = response.push(p);
+    const tps::ChatText::Delta d = response.push(p);
     check(d.reasoning), check(d.content), check(d.arguments);
   }
-  const tps::ResponseText::Delta d = response.finish();
+  const tps::ChatText::Delta d = response.finish();
   check(d.content), check(d.reasoning);
   check(plain.flush()), check(analysis.flush());
   return 0;

@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "engine/text/harmony.h"
-#include "serve/api_error.h"
-#include "serve/api_request.h"
+#include "serve/chat/chat_request.h"
+#include "serve/http/api_error.h"
 #include "tests/fuzz/fuzz_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,0 +1,156 @@
+#include "serve/api/output_constraint.h"
+
+#include <algorithm>
+
+#include "engine/sched/constraint.h"
+#include "runtime/error.h"
+#include "runtime/json_text.h"
+#include "serve/api/json_fields.h"
+#include "serve/http/api_error.h"
+
+namespace tps {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
+
+// response_format (chat completions and completions): its schema is in
+// its json_schema member.
+json read_response_format(const json& body, OutputConstraint& out) {
+  const auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return nullptr;
+  return read_output_format(*it, "response_format", SchemaAt::json_schema_member, out);
+}
+
+// A strict function's parameters: its schema (a function without them
+// takes an empty object).
+json strict_parameters(const json& function) {
+  const auto p = function.find("parameters");
+  if (p != function.end() && !p->is_null()) return *p;
+  return {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}};
+}
+
+}  // namespace
+
+json read_output_format(const json& format, const std::string& param, SchemaAt at, OutputConstraint& out) {
+  if (!format.is_object() || !format.contains("type") || !format["type"].is_string())
+    throw bad(param, cat("'", param, "' must be an object with a 'type'"));
+  const std::string type = format["type"].get<std::string>();
+  if (type == "text") return nullptr;
+  if (type == "json_object") return {{"json_object", true}};
+  if (type != "json_schema")
+    throw bad(param + ".type", cat("'", param, ".type' is '", type, "', expected text, json_object or json_schema"));
+  const json* holder = &format;
+  std::string where = param;
+  if (at == SchemaAt::json_schema_member) {
+    where = param + ".json_schema";
+    const auto js = format.find("json_schema");
+    if (js == format.end() || !js->is_object())
+      throw bad(where, cat("'", where, "' must be an object with a 'schema'"));
+    holder = &*js;
+  }
+  const std::string schema_param = where + ".schema";
+  const auto schema = holder->find("schema");
+  if (schema == holder->end() || !(schema->is_object() || schema->is_boolean()))
+    throw bad(schema_param, cat("'", schema_param, "' must be a JSON Schema (an object)"));
+  out.schemas.emplace_back(schema_param, *schema);
+  return {{"schema", *schema}};
+}
+
+ToolChoice read_tool_choice(const json& body) {
+  ToolChoice c;
+  const auto it = body.find("tool_choice");
+  if (it == body.end() || it->is_null()) return c;
+  if (it->is_string()) {
+    const std::string s = it->get<std::string>();
+    if (s == "auto") return c;
+    if (s == "none") return c.mode = ToolChoice::Mode::none, c;
+    if (s == "required") return c.mode = ToolChoice::Mode::required, c;
+  } else if (it->is_object() && string_field(*it, "type") == "function") {
+    // Chat completions nest the name in "function"; the Responses API does not.
+    const auto f = it->find("function");
+    c.name = f != it->end() && f->is_object() ? string_field(*f, "name") : string_field(*it, "name");
+    if (!c.name.empty()) return c.mode = ToolChoice::Mode::named, c;
+  }
+  throw bad("tool_choice",
+            cat("'tool_choice' ", json_text(*it).substr(0, 60),
+                " is not auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"));
+}
+
+OutputConstraint harmony_turn_constraint(OutputConstraint out, const json& final,
+                                         const std::vector<OfferedFunction>& functions, const ToolChoice& choice,
+                                         int budget) {
+  if ((choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named) && functions.empty())
+    throw bad("tool_choice", "'tool_choice' asks for a function call, and 'tools' offers none");
+  json offered = json::array();
+  bool strict = false, named_found = false;
+  if (choice.mode != ToolChoice::Mode::none)
+    for (const OfferedFunction& f : functions) {
+      if (choice.mode == ToolChoice::Mode::named && f.name != choice.name) continue;
+      named_found |= choice.mode == ToolChoice::Mode::named;
+      json tool = {{"name", f.name}, {"schema", nullptr}};
+      if (f.strict) {
+        tool["schema"] = f.parameters.is_null() ? strict_parameters(json::object()) : f.parameters;
+        out.schemas.emplace_back(f.param, tool["schema"]);
+        strict = true;
+      }
+      offered.push_back(std::move(tool));
+    }
+  if (choice.mode == ToolChoice::Mode::named && !named_found)
+    throw bad("tool_choice", cat("'tool_choice' names the function '", choice.name, "', which 'tools' does not offer"));
+  const bool call_forced = choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named;
+  if (final.is_null() && !strict && !call_forced) return out;  // nothing asked: free
+  json spec = {{"format", "harmony"},
+               {"analysis", true},
+               {"reasoning_budget", budget},
+               {"final", call_forced       ? json("none")
+                         : final.is_null() ? json("text")
+                                           : final},
+               {"tools", offered}};
+  out.spec = spec.dump();
+  return out;
+}
+
+OutputConstraint read_chat_constraint(const json& body, int budget) {
+  OutputConstraint out;
+  const ToolChoice choice = read_tool_choice(body);
+  const json final = read_response_format(body, out);
+  const auto tools_it = body.find("tools");
+  const json tools = tools_it != body.end() && tools_it->is_array() ? *tools_it : json::array();
+  std::vector<OfferedFunction> functions;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    // render_functions has refused a tool that is not an object with a function's name.
+    const json& f = tools[i]["function"];
+    functions.push_back({f["name"].get<std::string>(), bool_field(f, "strict", false), strict_parameters(f),
+                         cat("tools[", i, "].function.parameters")});
+  }
+  return harmony_turn_constraint(std::move(out), final, functions, choice, budget);
+}
+
+OutputConstraint read_completion_constraint(const json& body) {
+  OutputConstraint out;
+  const json final = read_response_format(body, out);
+  if (final.is_null()) return out;
+  json spec = final.contains("schema") ? json{{"format", "json_schema"}, {"schema", final["schema"]}}
+                                       : json{{"format", "json_object"}};
+  out.spec = spec.dump();
+  return out;
+}
+
+void check_output_constraint(const OutputConstraint& c, ConstraintCache& cache) {
+  if (c.spec.empty()) return;
+  for (const auto& [param, schema] : c.schemas) try {
+      cache.get(json{{"format", "json_schema"}, {"schema", schema}}.dump());
+    } catch (const InputError& e) {
+      throw bad(param, cat("'", param, "': ", e.what()));
+    }
+  try {
+    cache.get(c.spec);
+  } catch (const InputError& e) {
+    throw bad("", e.what());
+  }
+}
+
+}  // namespace tps

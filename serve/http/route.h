@@ -1,0 +1,67 @@
+// How every route of the server answers, whatever API it belongs to:
+//   - in JSON (send_json), bytes that are not UTF-8 as U+FFFD;
+//   - through answer(): the handler throws an ApiError for its status and
+//     OpenAI error body (503s say Retry-After: 1), anything else is a 500
+//     "internal error"; a route that needs the model is refused 503 while
+//     it loads, one that takes new work also while the server stops; and
+//     the answer is counted under the route's label (request_counts.h).
+// An API registers its routes here (Routes::post, get, remove) and never
+// writes this wrapper again. Routes that are not counted (/health, /metrics,
+// /v1/status, the web page) go to httplib::Server directly.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "serve/http/request_counts.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace tps {
+
+void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+void send_ordered_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
+
+// Set by the server, read by every route's thread.
+struct ServerState {
+  std::atomic<bool> ready{false};     // the model is loaded
+  std::atomic<bool> stopping{false};  // no new work is taken
+};
+
+// When a route may run.
+enum class RouteNeeds {
+  nothing,   // always (stored responses, ...)
+  model,     // once the model is loaded: 503 "Loading model" before
+  new_work,  // loaded and not stopping: 503 "the server is shutting down" after
+};
+
+using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+class Routes {
+ public:
+  // All three outlive the Routes and the server's threads.
+  Routes(httplib::Server& server, const ServerState& state, RequestCounts& counts)
+      : server_(server), state_(state), counts_(counts) {}
+
+  // pattern: httplib's (a regex for a path with ids); label: the route as
+  // counted ("/v1/responses/{id}").
+  void get(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle);
+  void post(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle);
+  void remove(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle);
+
+  // The wrapper itself.
+  RouteHandler answer(const char* label, RouteNeeds needs, RouteHandler handle) const;
+
+ private:
+  httplib::Server& server_;
+  const ServerState& state_;
+  RequestCounts& counts_;
+};
+
+}  // namespace tps
