@@ -6,6 +6,7 @@
 // message.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "launch/run_options.h"
@@ -20,5 +21,11 @@ void add_output_format_options(CLI::App& app, RunOptions& run);
 // read, is not JSON, or uses what the grammar engine cannot honour (the
 // keyword and its path, or the grammar's line).
 std::string output_format_spec(const RunOptions& options, const Tokenizer& tokenizer);
+
+// The same file as the final answer's content of a harmony turn
+// ({"schema": S} or {"gbnf": TEXT}; null when neither flag is given),
+// checked the same way: what `tpsrun serve` holds the answers of requests
+// that ask for no format of their own to.
+nlohmann::ordered_json output_format_final(const RunOptions& options, const Tokenizer& tokenizer);
 
 }  // namespace tps

@@ -7,6 +7,7 @@
 
 #include "engine/kernels/kernel_set.h"
 #include "launch/cli.h"
+#include "launch/output_format.h"
 #include "launch/rank_run.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -73,7 +74,7 @@ RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
       ->capture_default_str();
   serve->add_option("--alias", run.alias, "the model's id in the API (default: the file's name)");
   serve->fallthrough();
-  return {serve, {run_group::model, run_group::sequences, run_group::prefix_cache}};
+  return {serve, {run_group::model, run_group::sequences, run_group::prefix_cache, run_group::output_format}};
 }
 
 int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {
@@ -107,7 +108,10 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
   const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
   status["model"] = model_id;
-  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.context, longest_token(r.model.tokenizer)}, status);
+  server->ready(
+      gen, r.model.tokenizer,
+      ApiLimits{model_id, o.context, longest_token(r.model.tokenizer), output_format_final(o, r.model.tokenizer)},
+      status);
   r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
   log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,

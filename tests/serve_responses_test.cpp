@@ -72,6 +72,52 @@ TEST(ResponsesRequest, InputItemsBecomeHarmonyMessages) {
   EXPECT_THROW(name_function_outputs(lost, {}), ApiError);
 }
 
+// Codex's first request, in shape: function tools, a namespace of them, a
+// hosted tool, and a follow-up's call of a namespaced function. The
+// namespace is harmony's own (called as NS.NAME), the hosted tool left out
+// and said.
+TEST(ResponsesRequest, NamespacesAreHarmonyNamespacesAndHostedToolsAreLeftOut) {
+  const ResponsesRequest r = parse_responses_request(json::parse(R"({
+      "input": [{"type": "message", "role": "user", "content": "hi"},
+                {"type": "function_call", "namespace": "agents", "name": "spawn", "call_id": "c1",
+                 "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "done"},
+                {"type": "function_call_output", "namespace": "agents", "name": "note", "output": "by name"}],
+      "tool_choice": "auto", "parallel_tool_calls": true, "store": false, "prompt_cache_key": "k",
+      "client_metadata": {"a": "b"}, "include": ["reasoning.encrypted_content"],
+      "tools": [{"type": "function", "name": "exec", "strict": false,
+                 "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}},
+                {"type": "namespace", "name": "agents", "description": "Sub-agents.",
+                 "tools": [{"type": "function", "name": "spawn", "description": "Start one.",
+                            "parameters": {"type": "object", "properties": {}}}]},
+                {"type": "web_search", "external_web_access": false}]})"),
+                                                     kLimits, "x");
+  EXPECT_NE(r.conversation.functions.find("type exec = (_: {"), std::string::npos) << r.conversation.functions;
+  ASSERT_EQ(r.conversation.namespaces.size(), 1u);
+  EXPECT_EQ(r.conversation.namespaces[0].name, "agents");
+  EXPECT_EQ(r.conversation.namespaces[0].description, "Sub-agents.");
+  EXPECT_NE(r.conversation.namespaces[0].body.find("type spawn = "), std::string::npos);
+  EXPECT_EQ(r.omitted_tools, std::vector<std::string>{"web_search"});
+  ASSERT_EQ(r.conversation.messages.size(), 4u);
+  EXPECT_EQ(r.conversation.messages[1].recipient, "agents.spawn");
+  EXPECT_EQ(r.conversation.messages[3].role, "agents.note");  // an output by the tool's name, no call_id
+  EXPECT_EQ(r.input_calls.at("c1"), "agents.spawn");
+  // The non-strict tool's arguments are held to its parameters where they
+  // compile; the namespaced one is offered by its qualified name.
+  const json spec = json::parse(r.output.spec);
+  ASSERT_EQ(spec["tools"].size(), 2u);
+  EXPECT_EQ(spec["tools"][1]["name"], "agents.spawn");
+  EXPECT_EQ(r.output.loose_arguments.size(), 2u);
+  // Rendered, the namespace follows `functions` in the developer message.
+  std::string text;
+  for (int32_t id :
+       render_conversation(r.conversation, [](const std::string& s) { return test_tokenizer().encode(s); }))
+    text += test_tokenizer().token_bytes(id);
+  EXPECT_NE(text.find("} // namespace functions\n\n## agents\n\n// Sub-agents.\nnamespace agents {\n\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(ResponsesRequest, WhatIsNotDoneIsRefusedByName) {
   auto refused = [](const std::string& body, const std::string& param) {
     try {
@@ -91,8 +137,13 @@ TEST(ResponsesRequest, WhatIsNotDoneIsRefusedByName) {
   refused(R"({"input": "x", "top_logprobs": 3})", "top_logprobs");
   refused(R"({"input": "x", "reasoning": {"effort": "max"}})", "reasoning.effort");
   refused(R"({"input": "x", "reasoning": {"summary": "detailed"}})", "reasoning.summary");
-  refused(R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type");
+  refused(R"({"input": "x", "tools": [{"type": "teleport"}]})", "tools[0].type");
   refused(R"({"input": "x", "tools": [{"type": "function"}]})", "tools[0].name");
+  refused(R"({"input": "x", "tools": [{"type": "function", "name": "two words"}]})", "tools[0].name");
+  refused(R"({"input": "x", "tools": [{"type": "function", "name": "a.b"}]})", "tools[0].name");
+  refused(R"({"input": "x", "tools": [{"type": "namespace", "name": "ns"}]})", "tools[0].tools");
+  refused(R"({"input": "x", "tools": [{"type": "namespace", "name": "ns", "tools": [{"type": "web_search"}]}]})",
+          "tools[0].tools[0].type");
   refused(R"({"input": "x", "tool_choice": "required"})", "tool_choice");
   refused(R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "text.format.schema");
   refused(R"({"input": "x", "text": {"format": {"type": "yaml"}}})", "text.format.type");

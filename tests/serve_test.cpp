@@ -70,10 +70,24 @@ TEST(OutputConstraint, ChatRequestsBecomeHarmonyTurns) {
   EXPECT_TRUE(schema["tools"].empty());
   EXPECT_EQ(spec(R"("tool_choice": "none", "response_format": {"type": "json_object"})")["final"],
             json({{"json_object", true}}));
-  // Nothing asked: free, as before.
-  const json free_chat = json::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
-      {"type": "function", "function": {"name": "free"}}], "response_format": {"type": "text"}})");
-  EXPECT_EQ(parse_chat_request(free_chat, kLimits).output.spec, "");
+  // Nothing asked but a tool that is not strict: its arguments held to its
+  // parameters once checked (an empty object's, when it has none), so that
+  // its calls parse; parameters the engine cannot hold leave the turn free.
+  ConstraintCache cache(test_tokenizer());
+  ChatRequest loose = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
+      {"type": "function", "function": {"name": "free"}}], "response_format": {"type": "text"}})"),
+                                         kLimits);
+  check_output_constraint(loose.output, cache);
+  const json held = json::parse(loose.output.spec);
+  EXPECT_EQ(held["final"], "text");
+  EXPECT_EQ(held["tools"][0]["schema"]["additionalProperties"], false);
+  ChatRequest unheld = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
+      {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}]})"),
+                                          kLimits);
+  check_output_constraint(unheld.output, cache);
+  EXPECT_EQ(unheld.output.spec, "");
+  EXPECT_EQ(parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), kLimits).output.spec,
+            "");
 }
 
 TEST(OutputConstraint, CompletionsHoldTheRawText) {
@@ -89,7 +103,7 @@ TEST(OutputConstraint, CompletionsHoldTheRawText) {
 TEST(OutputConstraint, WhatCannotBeHonouredIsRefusedByParameterAndKeyword) {
   ConstraintCache cache(test_tokenizer());
   auto refused = [&](const std::string& body, const std::string& param, const std::string& words) {
-    const ChatRequest r = parse_chat_request(json::parse(body), kLimits);
+    ChatRequest r = parse_chat_request(json::parse(body), kLimits);
     try {
       check_output_constraint(r.output, cache);
       ADD_FAILURE() << "accepted: " << body;
@@ -107,7 +121,7 @@ TEST(OutputConstraint, WhatCannotBeHonouredIsRefusedByParameterAndKeyword) {
       {"name": "f", "strict": true, "parameters": {"type": "object", "not": {"required": ["a"]}}}}]})",
           "tools[0].function.parameters", "not");
   // What it can: compiled, and then the generation loop finds it cached.
-  const ChatRequest ok = parse_chat_request(
+  ChatRequest ok = parse_chat_request(
       json::parse(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"),
       kLimits);
   EXPECT_NO_THROW(check_output_constraint(ok.output, cache));

@@ -1,6 +1,7 @@
 #include "engine/grammar/harmony_turn.h"
 
 #include "engine/grammar/json_text.h"
+#include "engine/text/harmony.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -39,10 +40,10 @@ int add_harmony_turn(Grammar& g, const Tokenizer& tok, const HarmonyTurn& turn) 
     g.add_alternative(answer, final);
   }
   for (const HarmonyTurn::Tool& t : turn.tools)
-    g.add_alternative(
-        answer, {special("<|channel|>"), text("commentary to=functions." + t.name + " "), special("<|constrain|>"),
-                 text("json"), special("<|message|>"), json.ws(),
-                 Grammar::rule(t.arguments ? *t.arguments : json.any_object()), json.ws(), special("<|call|>")});
+    g.add_alternative(answer,
+                      {special("<|channel|>"), text("commentary to=" + tool_recipient(t.name) + " "),
+                       special("<|constrain|>"), text("json"), special("<|message|>"), json.ws(),
+                       Grammar::rule(t.arguments ? *t.arguments : json.any_object()), json.ws(), special("<|call|>")});
   if (g.alternatives(answer).empty()) throw InputError("the turn allows no answer: neither a final message nor a tool");
   const int r = g.declare("turn");
   if (turn.analysis)

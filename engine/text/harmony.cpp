@@ -14,16 +14,30 @@ std::string system_content(const Conversation& c) {
   if (!c.current_date.empty()) s += "\nCurrent date: " + c.current_date;
   s += "\n\nReasoning: " + c.reasoning +
        "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.";
-  if (!c.functions.empty()) s += "\nCalls to these tools must go to the commentary channel: 'functions'.";
+  if (!c.functions.empty() || !c.namespaces.empty())
+    s += "\nCalls to these tools must go to the commentary channel: 'functions'.";
   return s;
+}
+
+// "## NAME\n\n[// description\n]namespace NAME {\n\nBODY} // namespace NAME"
+std::string namespace_text(const std::string& name, const std::string& description, const std::string& body) {
+  std::string s = "## " + name + "\n\n";
+  for (size_t at = 0; at < description.size();) {
+    const size_t end = std::min(description.find('\n', at), description.size());
+    s += "// " + description.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  return s + "namespace " + name + " {\n\n" + body + "} // namespace " + name;
 }
 
 std::string developer_content(const Conversation& c) {
   std::string s;
   if (!c.instructions.empty()) s = "# Instructions\n\n" + c.instructions;
-  if (!c.functions.empty()) {
+  if (!c.functions.empty() || !c.namespaces.empty()) {
     if (!s.empty()) s += "\n\n";
-    s += "# Tools\n\n## functions\n\nnamespace functions {\n\n" + c.functions + "} // namespace functions";
+    s += "# Tools";
+    if (!c.functions.empty()) s += "\n\n" + namespace_text("functions", "", c.functions);
+    for (const ToolNamespace& n : c.namespaces) s += "\n\n" + namespace_text(n.name, n.description, n.body);
   }
   return s;
 }
@@ -71,6 +85,10 @@ std::vector<int32_t> render_chat_prompt(const std::string& user, const ChatOptio
   c.reasoning = o.reasoning, c.current_date = o.current_date, c.instructions = o.developer;
   c.messages.push_back({"user", "", "", "", user});
   return render_conversation(c, encode_text);
+}
+
+std::string tool_recipient(const std::string& qualified_name) {
+  return qualified_name.find('.') == std::string::npos ? "functions." + qualified_name : qualified_name;
 }
 
 bool is_stop_token(int32_t id) { return std::find(kStopTokens.begin(), kStopTokens.end(), id) != kStopTokens.end(); }

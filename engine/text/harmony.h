@@ -34,13 +34,29 @@ struct HarmonyMessage {
   std::string content;
 };
 
+// A namespace of tools besides `functions` (an agent's group of tools, an
+// MCP server's): called as "NAME.TOOL", rendered after `functions` in the
+// developer message as harmony renders a tool namespace.
+struct ToolNamespace {
+  std::string name;
+  std::string description;  // optional
+  std::string body;         // its tool types, as the functions namespace's
+};
+
 struct Conversation {
   std::string reasoning = "medium";  // low | medium | high
   std::string current_date;          // "YYYY-MM-DD", optional
   std::string instructions;          // the developer message's instructions, optional
   std::string functions;             // the functions namespace's body (tool types), optional
+  std::vector<ToolNamespace> namespaces;
   std::vector<HarmonyMessage> messages;
 };
+
+// A tool's name as the APIs give it, qualified by its namespace when that
+// is not `functions` ("f", "multi_agent_v1.spawn"), and the recipient of
+// its calls ("functions.f", "multi_agent_v1.spawn"). Tool and namespace
+// names hold no '.': the first one, if any, separates them.
+std::string tool_recipient(const std::string& qualified_name);
 
 using EncodeText = std::function<std::vector<int32_t>(const std::string&)>;
 

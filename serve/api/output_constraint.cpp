@@ -95,13 +95,16 @@ OutputConstraint harmony_turn_constraint(OutputConstraint out, const json& final
         tool["schema"] = f.parameters.is_null() ? strict_parameters(json::object()) : f.parameters;
         out.schemas.emplace_back(f.param, tool["schema"]);
         strict = true;
+      } else if (f.parameters.is_object()) {
+        out.loose_arguments.emplace_back(offered.size(), f.parameters);
       }
       offered.push_back(std::move(tool));
     }
   if (choice.mode == ToolChoice::Mode::named && !named_found)
     throw bad("tool_choice", cat("'tool_choice' names the function '", choice.name, "', which 'tools' does not offer"));
   const bool call_forced = choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named;
-  if (final.is_null() && !strict && !call_forced) return out;  // nothing asked: free
+  out.asked = !final.is_null() || strict || call_forced;
+  if (!out.asked && out.loose_arguments.empty()) return out;  // nothing asked: free
   json spec = {{"format", "harmony"},
                {"analysis", true},
                {"reasoning_budget", budget},
@@ -113,10 +116,11 @@ OutputConstraint harmony_turn_constraint(OutputConstraint out, const json& final
   return out;
 }
 
-OutputConstraint read_chat_constraint(const json& body, int budget) {
+OutputConstraint read_chat_constraint(const json& body, int budget, const json& default_final) {
   OutputConstraint out;
   const ToolChoice choice = read_tool_choice(body);
-  const json final = read_response_format(body, out);
+  json final = read_response_format(body, out);
+  if (final.is_null()) final = default_final;
   const auto tools_it = body.find("tools");
   const json tools = tools_it != body.end() && tools_it->is_array() ? *tools_it : json::array();
   std::vector<OfferedFunction> functions;
@@ -139,7 +143,20 @@ OutputConstraint read_completion_constraint(const json& body) {
   return out;
 }
 
-void check_output_constraint(const OutputConstraint& c, ConstraintCache& cache) {
+void check_output_constraint(OutputConstraint& c, ConstraintCache& cache) {
+  if (!c.loose_arguments.empty()) {
+    json spec = json::parse(c.spec);
+    bool held = false;
+    for (const auto& [tool, schema] : c.loose_arguments) try {
+        cache.get(json{{"format", "json_schema"}, {"schema", schema}}.dump());
+        spec["tools"][tool]["schema"] = schema;
+        held = true;
+      } catch (const InputError&) {
+        // not strict: its calls' arguments stay any JSON object
+      }
+    c.spec = held || c.asked ? spec.dump() : "";
+    c.loose_arguments.clear();
+  }
   if (c.spec.empty()) return;
   for (const auto& [param, schema] : c.schemas) try {
       cache.get(json{{"format", "json_schema"}, {"schema", schema}}.dump());

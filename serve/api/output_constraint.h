@@ -7,6 +7,9 @@
 //     reasoning budget, then the final message's JSON or a function call
 //     whose arguments are valid for its parameters (strict tools; any JSON
 //     object otherwise), as tool_choice allows;
+//   - a tool that is not strict has its arguments held to its parameters
+//     too when the grammar engine can hold them (so that its calls parse
+//     every time), and left any JSON object when it cannot;
 //   - a completion's `response_format` holds the raw text to the JSON.
 // A chat that asks none of these is not constrained.
 #pragma once
@@ -25,6 +28,10 @@ struct OutputConstraint {
   // Each schema of the spec with the request parameter it came from, so
   // that a keyword the engine cannot honour is refused by that name.
   std::vector<std::pair<std::string, nlohmann::ordered_json>> schemas;
+  // Non-strict tools' parameters, held if they compile (check_output_constraint):
+  // the tool's index in the spec's "tools", and its schema.
+  std::vector<std::pair<size_t, nlohmann::ordered_json>> loose_arguments;
+  bool asked = false;  // a format, a strict tool or a forced call: held whatever the loose tools do
 };
 
 // Where a structured-output format object holds its schema: chat's
@@ -70,15 +77,19 @@ OutputConstraint harmony_turn_constraint(OutputConstraint out, const nlohmann::o
                                          int budget);
 
 // A chat's (body: the request; budget: the analysis's, effort_budget's of
-// engine/sched/constraint.h). Throws ApiError
+// engine/sched/constraint.h; default_final: the final answer's content when
+// the request asks for no format, ApiLimits::default_final). Throws ApiError
 // 400 naming the field for what is malformed or names an unknown function.
-OutputConstraint read_chat_constraint(const nlohmann::ordered_json& body, int budget);
+OutputConstraint read_chat_constraint(const nlohmann::ordered_json& body, int budget,
+                                      const nlohmann::ordered_json& default_final);
 // A completion's.
 OutputConstraint read_completion_constraint(const nlohmann::ordered_json& body);
 
 // Compiles it (through the cache, which the generation loop then hits):
 // ApiError 400 naming the parameter of a schema that uses what the grammar
-// engine cannot honour, and the keyword and its path.
-void check_output_constraint(const OutputConstraint& c, ConstraintCache& cache);
+// engine cannot honour, and the keyword and its path. First puts in the
+// loose tools' parameters that compile (the spec becomes free when nothing
+// else was asked and none does).
+void check_output_constraint(OutputConstraint& c, ConstraintCache& cache);
 
 }  // namespace tps

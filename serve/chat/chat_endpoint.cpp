@@ -34,8 +34,8 @@ void generate(const ApiContext& api, const nlohmann::ordered_json& body, bool ch
     prompt = tok.encode(r->prompt, true);
     request = std::move(r);
   }
-  const GenerationRequest& r = *request;
-  check_output_constraint(r.output, *api.constraints);  // compiled here, not on the engine loop
+  check_output_constraint(request->output, *api.constraints);
+  const GenerationRequest& r = *request;  // compiled here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = api.jobs->submit(std::move(prompt), r, "messages");
   const uint64_t n = (*api.next_id)++;

@@ -128,8 +128,8 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   }
   c.reasoning = effort;
   read_tools(body, limits, r);
-  r.output =
-      read_chat_constraint(body, effort_budget(effort, r.max_new_tokens > 0 ? r.max_new_tokens : limits.context));
+  r.output = read_chat_constraint(body, effort_budget(effort, r.max_new_tokens > 0 ? r.max_new_tokens : limits.context),
+                                  limits.default_final);
   if (!body.contains("messages")) throw bad("messages", "'messages' is missing");
   const json& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) throw bad("messages", "'messages' must be a non-empty array");

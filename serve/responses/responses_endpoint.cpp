@@ -10,6 +10,7 @@
 #include "engine/sched/constraint.h"
 #include "engine/text/conversation_ids.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "serve/api/request_fields.h"
 #include "serve/http/api_error.h"
 #include "serve/http/sse.h"
@@ -78,7 +79,7 @@ struct TurnState {
     r->messages.insert(r->messages.end(), output.messages().begin(), output.messages().end());
     drop_earlier_reasoning(r->messages);
     for (const json& item : output.items())
-      if (item["type"] == "function_call") r->calls[item["call_id"]] = item["name"];
+      if (item["type"] == "function_call") r->calls[item["call_id"]] = qualified_name(item);
     store.put(id, std::move(r));
   }
 };
@@ -92,6 +93,14 @@ void create_response(const ApiContext& api, ResponseStore& responses, const std:
   const Tokenizer& tok = *api.tokenizer;
   const std::string ids = cat(instance, std::hex, (*api.next_id)++);
   ResponsesRequest r = parse_responses_request(body, api.limits, ids);
+  if (!r.omitted_tools.empty()) {
+    // Served without them, and said: to the client in a header, to the
+    // operator in the log.
+    std::string types;
+    for (const std::string& t : r.omitted_tools) types += (types.empty() ? "" : ",") + t;
+    res.set_header("X-Tps-Omitted-Tools", types);
+    log_info("resp_", ids, ": hosted tools left out (tps cannot run them): ", types);
+  }
   std::shared_ptr<const StoredResponse> previous;
   if (!r.previous_response_id.empty()) {
     previous = responses.get(r.previous_response_id, true);

@@ -36,14 +36,19 @@ void ResponseOutput::open(Type type, MessageKind kind, const std::string& name, 
                {"content", json::array()},
                {"status", "in_progress"}};
       break;
-    case Type::function_call:
+    case Type::function_call: {
+      // A namespaced tool's call names its namespace apart, as OpenAI's
+      // ResponseFunctionToolCall does.
+      const size_t dot = name.find('.');
       item_ = {{"id", "fc_" + ids_ + "_" + index},
                {"type", "function_call"},
                {"status", "in_progress"},
                {"call_id", "call_" + ids_ + "_" + index},
-               {"name", name},
+               {"name", dot == std::string::npos ? name : name.substr(dot + 1)},
                {"arguments", ""}};
+      if (dot != std::string::npos) item_["namespace"] = name.substr(0, dot);
       break;
+    }
   }
   events.push_back({{"type", "response.output_item.added"}, {"output_index", items_.size()}, {"item", item_}});
   if (type != Type::function_call)

@@ -1,8 +1,11 @@
 #include "serve/responses/responses_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <set>
 
 #include "engine/sched/constraint.h"
 #include "runtime/error.h"
@@ -91,15 +94,22 @@ void read_item(const json& item, size_t i, const std::string& id, ResponsesReque
       throw bad_param(param + ".role", cat("'", param, ".role' ", shown(item.value("role", json())),
                                            " is not one of user, system, developer, assistant"));
   } else if (type == "function_call") {
-    const std::string name = required_string(item, "name", param), call = required_string(item, "call_id", param);
+    const std::string name = qualified_name(item), call = required_string(item, "call_id", param);
+    if (name.empty() || name.front() == '.' || name.back() == '.')
+      throw bad_param(param + ".name", cat("'", param, ".name' must be a non-empty string"));
     const json args = item.value("arguments", json("{}"));
     if (!args.is_string()) throw bad_param(param + ".arguments", "'" + param + ".arguments' must be a string");
-    add_message(r, {"assistant", "commentary", "functions." + name, "<|constrain|>json", args.get<std::string>()});
+    add_message(r, {"assistant", "commentary", tool_recipient(name), "<|constrain|>json", args.get<std::string>()});
     r.input_calls[call] = name;
   } else if (type == "function_call_output") {
-    const std::string call = required_string(item, "call_id", param);
+    // By its call's id, or by the tool's (namespaced) name alone: Codex
+    // sends outputs of its own with no call before them.
     const std::string text = content_text(item.value("output", json()), param + ".output", {"input_text"});
-    add_message(r, {"functions.", "commentary", "assistant", "", text}, call);
+    const std::string tool = qualified_name(item);
+    if (string_field(item, "call_id").empty() && !tool.empty() && tool.front() != '.' && tool.back() != '.')
+      add_message(r, {tool_recipient(tool), "commentary", "assistant", "", text});
+    else
+      add_message(r, {"functions.", "commentary", "assistant", "", text}, required_string(item, "call_id", param));
   } else if (type == "reasoning") {
     const std::string sealed = sealed_reasoning(item, param);
     std::string text = content_text(item.value("content", json()), param + ".content", {"reasoning_text"});
@@ -130,33 +140,109 @@ void read_input(const json& body, ResponsesRequest& r, const std::string& ids) {
   for (size_t i = 0; i < it->size(); ++i) read_item((*it)[i], i, cat("item_", ids, "_in", i), r);
 }
 
-// Function tools in the flat shape ({type: "function", name, description,
-// parameters, strict}); `strict` absent is false. Rendered as harmony's
-// functions namespace unless tool_choice is "none".
+// Tools the server cannot run for the model (a hosted search, a code
+// interpreter, a computer, a remote MCP server): left out of the prompt, the
+// request served, and the omission said (ResponsesRequest::omitted_tools).
+bool hosted_tool(const std::string& type) {
+  static const std::set<std::string> kHosted = {"web_search",
+                                                "web_search_preview",
+                                                "web_search_preview_2025_03_11",
+                                                "file_search",
+                                                "code_interpreter",
+                                                "computer_use",
+                                                "computer_use_preview",
+                                                "image_generation",
+                                                "mcp",
+                                                "local_shell",
+                                                "shell",
+                                                "apply_patch"};
+  return kHosted.contains(type);
+}
+
+// A tool's or namespace's name: letters, digits, '_' and '-', as OpenAI's
+// are; a '.' would be taken for a namespace's, a space or a control
+// token would cut the harmony header it goes in.
+std::string tool_name(const json& t, const std::string& param) {
+  const std::string name = required_string(t, "name", param);
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-')
+      throw bad_param(param + ".name",
+                      cat("'", param, ".name' ", shown(t["name"]), " may hold only letters, digits, '_' and '-'"));
+  return name;
+}
+
+// A function tool in the flat shape ({type: "function", name, description,
+// parameters, strict}; `strict` absent is false), in namespace `space`
+// ("" for functions): its chat-shaped entry for the namespace's rendering,
+// and what the constraint offers (under its qualified name).
+json read_function(const json& t, const std::string& param, const std::string& space,
+                   std::vector<OfferedFunction>& functions) {
+  const std::string name = tool_name(t, param);
+  json f = {{"name", name}};
+  for (const char* key : {"description", "parameters"})
+    if (t.contains(key) && !t[key].is_null()) f[key] = t[key];
+  functions.push_back({space.empty() ? name : space + "." + name, boolean_field(t, "strict", false, param + ".strict"),
+                       t.value("parameters", json()), param + ".parameters"});
+  return {{"type", "function"}, {"function", f}};
+}
+
+// `tools`: functions, rendered as harmony's functions namespace; namespaces
+// ({type: "namespace", name, description, tools: functions}: an agent's
+// group of tools, an MCP server's), each rendered as a harmony namespace of
+// its own, called as NAME.TOOL; hosted tools left out. None is rendered
+// when tool_choice is "none".
 std::vector<OfferedFunction> read_tools(const json& body, const ApiLimits& limits, const ToolChoice& choice,
                                         ResponsesRequest& r) {
   std::vector<OfferedFunction> functions;
   const auto it = body.find("tools");
   if (it == body.end() || it->is_null()) return functions;
-  if (!it->is_array()) throw bad_param("tools", "'tools' must be an array of function tools");
-  json chat_shape = json::array();
+  if (!it->is_array()) throw bad_param("tools", "'tools' must be an array of tools");
+  json flat = json::array();
+  std::vector<std::pair<ToolNamespace, json>> spaces;
   for (size_t i = 0; i < it->size(); ++i) {
     const json& t = (*it)[i];
     const std::string param = cat("tools[", i, "]");
-    if (!t.is_object()) throw bad_param(param, "'" + param + "' must be an object (a function tool)");
-    if (string_field(t, "type") != "function")
+    if (!t.is_object()) throw bad_param(param, "'" + param + "' must be an object (a tool)");
+    const std::string type = string_field(t, "type");
+    if (type == "function") {
+      flat.push_back(read_function(t, param, "", functions));
+    } else if (type == "namespace") {
+      ToolNamespace space{tool_name(t, param), string_field(t, "description"), ""};
+      const auto inner = t.find("tools");
+      if (inner == t.end() || !inner->is_array())
+        throw bad_param(param + ".tools", "'" + param + ".tools' must be an array of function tools");
+      json members = json::array();
+      for (size_t j = 0; j < inner->size(); ++j) {
+        const json& f = (*inner)[j];
+        const std::string p = cat(param, ".tools[", j, "]");
+        if (!f.is_object() || string_field(f, "type") != "function")
+          throw bad_param(p + ".type", cat("'", p, ".type' ", f.is_object() ? shown(f.value("type", json())) : "",
+                                           " is not supported in a namespace (only function)"));
+        members.push_back(read_function(f, p, space.name, functions));
+      }
+      spaces.emplace_back(std::move(space), std::move(members));
+    } else if (hosted_tool(type)) {
+      if (std::find(r.omitted_tools.begin(), r.omitted_tools.end(), type) == r.omitted_tools.end())
+        r.omitted_tools.push_back(type);
+    } else {
       throw bad_param(param + ".type", cat("'", param, ".type' ", shown(t.value("type", json())),
-                                           " is not supported by this server (only function)"));
-    const std::string name = required_string(t, "name", param);
-    json f = {{"name", name}};
-    for (const char* key : {"description", "parameters"})
-      if (t.contains(key) && !t[key].is_null()) f[key] = t[key];
-    chat_shape.push_back({{"type", "function"}, {"function", f}});
-    functions.push_back({name, boolean_field(t, "strict", false, param + ".strict"), t.value("parameters", json()),
-                         param + ".parameters"});
+                                           " is not supported by this server (function and namespace are; hosted "
+                                           "tools such as web_search are left out)"));
+    }
   }
-  if (choice.mode != ToolChoice::Mode::none && !chat_shape.empty())
-    r.conversation.functions = render_functions(chat_shape, limits.prompt_bytes());
+  if (choice.mode == ToolChoice::Mode::none) return functions;
+  // One bound for everything rendered: what cannot fit the context is refused.
+  size_t left = limits.prompt_bytes();
+  auto render = [&](const json& tools) {
+    std::string body = render_functions(tools, left);
+    left -= body.size();
+    return body;
+  };
+  if (!flat.empty()) r.conversation.functions = render(flat);
+  for (auto& [space, members] : spaces) {
+    space.body = render(members);
+    r.conversation.namespaces.push_back(std::move(space));
+  }
   return functions;
 }
 
@@ -259,7 +345,8 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
   const ToolChoice choice = read_tool_choice(body);
   const std::vector<OfferedFunction> functions = read_tools(body, limits, choice, r);
   OutputConstraint out;
-  const json final = read_text_format(body, out);
+  const json asked = read_text_format(body, out);
+  const json final = asked.is_null() ? limits.default_final : asked;
   r.output = harmony_turn_constraint(std::move(out), final, functions, choice,
                                      effort_budget(effort, max > 0 ? static_cast<int>(max) : limits.context));
   read_input(body, r, ids);
@@ -280,7 +367,7 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
             {"max_output_tokens", given("max_output_tokens", nullptr)},
             {"parallel_tool_calls", parallel},
             {"reasoning", {{"effort", effort}, {"summary", summary}}},
-            {"text", {{"format", final.is_null() ? json{{"type", "text"}} : body["text"]["format"]}}},
+            {"text", {{"format", asked.is_null() ? json{{"type", "text"}} : body["text"]["format"]}}},
             {"metadata", given("metadata", json::object())},
             {"store", r.store},
             {"previous_response_id", given("previous_response_id", nullptr)},
@@ -290,6 +377,11 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
             {"top_logprobs", 0},
             {"max_tool_calls", given("max_tool_calls", nullptr)}};
   return r;
+}
+
+std::string qualified_name(const nlohmann::ordered_json& call) {
+  const std::string name = string_field(call, "name"), space = string_field(call, "namespace");
+  return space.empty() ? name : space + "." + name;
 }
 
 void name_function_outputs(ResponsesRequest& r, const std::map<std::string, std::string>& earlier) {
@@ -304,7 +396,7 @@ void name_function_outputs(ResponsesRequest& r, const std::map<std::string, std:
     else
       throw bad_param("input", cat("a function_call_output answers call_id '", call,
                                    "', which no function_call of this conversation made"));
-    r.conversation.messages[i].role = "functions." + name;
+    r.conversation.messages[i].role = tool_recipient(name);
   }
 }
 

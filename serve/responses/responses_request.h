@@ -4,7 +4,7 @@
 // or input_text/output_text parts), function_call, function_call_output,
 // reasoning (its text, or the encrypted_content tps made of it) -- as
 // harmony messages; `instructions`; function tools in the Responses API's
-// flat shape; tool_choice; text.format, strict tools and tool_choice as the
+// flat shape, namespaces of them, hosted tools left out; tool_choice; text.format, strict tools and tool_choice as the
 // output constraint (serve/api/output_constraint.h); sampling,
 // max_output_tokens, reasoning.effort, store, previous_response_id,
 // include (reasoning.encrypted_content: serve/responses/reasoning_blob.h), stream.
@@ -32,10 +32,15 @@ struct ResponsesRequest : GenerationRequest {
   Conversation conversation;
   std::string item_instructions;                   // the text of system and developer input items (carried over)
   std::vector<std::string> output_calls;           // per message: the call_id a function_call_output answers
-  std::map<std::string, std::string> input_calls;  // call_id -> name, of this input's function_calls
+  std::map<std::string, std::string> input_calls;  // call_id -> qualified name, of this input's function_calls
+  std::vector<std::string> omitted_tools;          // the types of the hosted tools left out (web_search, ...)
   nlohmann::ordered_json input_items = nlohmann::ordered_json::array();  // the input as items with ids
   nlohmann::ordered_json echo;  // the settings the response object repeats (instructions, tools, text, ...)
 };
+
+// A function_call item's tool, qualified by its `namespace` when it has
+// one ("f", "multi_agent_v1.spawn"; engine/text/harmony.h).
+std::string qualified_name(const nlohmann::ordered_json& call);
 
 // ids: what the input items' ids are made of when they have none.
 ResponsesRequest parse_responses_request(const nlohmann::ordered_json& body, const ApiLimits& limits,
