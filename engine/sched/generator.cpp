@@ -214,7 +214,7 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
     const Shard& sh = m.shard;
     const Clock::time_point t0 = Clock::now();
     disk_ = DiskTier(o.cache_dir,
-                     DiskIdentity{model_identity(m.file, o.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank},
+                     DiskIdentity{model_identity(m.file, m.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank},
                      o.cache_ram_bytes, tier_.block_bytes(false), tier_.block_bytes(true));
     disk_asked_ = true;
     load_disk_tier(t0);
