@@ -568,6 +568,40 @@ TEST(Generator, EndsASequenceAtAStopToken) {
   for (size_t i = 0; i < got[b].ids.size(); ++i) EXPECT_EQ(got[b].ids[i], free[i].id) << "token " << i;
 }
 
+// Two reasons at once: a stop token drawn as the last token max_new_tokens
+// allows, or as the one that fills the context, ends the sequence as a stop
+// (what a client then reads as a finished answer, not a cut one); a
+// sequence at its max_new_tokens as the context fills, as its length.
+TEST(Generator, AStopTokenThatIsAlsoTheLastAllowedTokenIsAStop) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  const std::vector<int32_t> ids = prompt(20, 1);
+  const std::vector<Step> free = alone(m, pool, ids, 12);
+  const int32_t stop = free[5].id;
+  int first = 0;
+  while (free[first].id != stop) ++first;
+  SequenceParams stopping = greedy(first + 1);  // the stop token is the last one allowed
+  stopping.stop_tokens = {stop};
+  {
+    Exchange solo;
+    Generator gen(m, pool, solo, small_options(1, 128));
+    const int a = gen.add(ids, stopping);
+    expect_ended(run_until_ended(gen)[a], first + 1, SequenceEnd::stop);
+  }
+  {
+    // A context of 20 + first + 1 positions: the token at `first` fills it.
+    stopping.max_new_tokens = 100;
+    Exchange solo;
+    Generator gen(m, pool, solo, small_options(1, 20 + first));
+    const int a = gen.add(ids, stopping);
+    expect_ended(run_until_ended(gen)[a], first + 1, SequenceEnd::stop);
+  }
+  Exchange solo;
+  Generator gen(m, pool, solo, small_options(1, 20 + first));
+  const int a = gen.add(ids, greedy(first + 1));
+  expect_ended(run_until_ended(gen)[a], first + 1, SequenceEnd::length);
+}
+
 // A context of 32 positions: a prompt of 20 has room for 12 more keys, so
 // its 13th token, whose keys would be the 33rd, ends it.
 TEST(Generator, EndsASequenceWhenTheContextIsFull) {
