@@ -124,8 +124,8 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig&
   const int64_t sliding = sliding_blocks_needed(s);
   if (sliding > kMaxPoolBlocks)
     throw InputError(cat("--batch ", o.step_tokens, " with --parallel ", o.max_sequences,
-                         ": the sliding-window layers ", "would need ", sliding,
-                         " KV blocks, more than a KV pool holds (", kMaxPoolBlocks, "); lower --batch or --parallel"));
+                         ": the sliding-window layers would need ", sliding, " KV blocks, more than a KV pool holds (",
+                         kMaxPoolBlocks, "); lower --batch or --parallel"));
   s.sliding_blocks = static_cast<int>(sliding);
   if (o.kv_bytes > 0) {
     const uint64_t sliding = KvPool::block_bytes(c, shard, o.kv_type, true) * static_cast<uint64_t>(s.sliding_blocks);
