@@ -35,19 +35,21 @@ const CLI::Validator kSeed(
     },
     "UINT64");
 
-CLI::Validator positive_seconds(double max) {
+CLI::Validator positive_number(double max, const std::string& unit, const std::string& type_name) {
   return CLI::Validator(
-      [max](std::string& value) -> std::string {
+      [max, unit](std::string& value) -> std::string {
         try {
           size_t used = 0;
           const double v = std::stod(value, &used);
           if (used == value.size() && std::isfinite(v) && v > 0 && v <= max) return "";
         } catch (const std::exception&) {
         }
-        return cat("got '", value, "', expected seconds above 0 and at most ", max);
+        return cat("got '", value, "', expected ", unit, " above 0 and at most ", max);
       },
-      "SECONDS");
+      type_name);
 }
+
+CLI::Validator positive_seconds(double max) { return positive_number(max, "seconds", "SECONDS"); }
 
 namespace {
 

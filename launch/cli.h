@@ -17,8 +17,12 @@ extern const CLI::Validator kPositive;
 // Accepts a seed: an integer in 0..2^64-1 (no sign, no wrap-around).
 extern const CLI::Validator kSeed;
 
-// Accepts a number of seconds above 0 and at most `max`: finite (a range
-// check alone lets nan through, whose every comparison is false).
+// Accepts a number above 0 and at most `max`, in `unit` (named in the
+// message: "expected GB/s above 0 and at most 1e+06"): finite (a range
+// check alone, CLI::Range, lets nan through, whose every comparison is
+// false).
+CLI::Validator positive_number(double max, const std::string& unit, const std::string& type_name);
+// positive_number in seconds.
 CLI::Validator positive_seconds(double max);
 
 // --version: the build (version_line) and the lines details() gives, e.g.

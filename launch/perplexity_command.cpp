@@ -25,6 +25,8 @@ namespace {
 // Scored positions per forward step: their logits rows over the whole
 // vocabulary are what the step holds (64 x 201,088 floats, 51 MB).
 constexpr int kScoredPerStep = 64;
+// The shortest window: what a saved base may have (engine/eval/logits_file).
+constexpr int kMinWindow = 4;
 
 // The windows to score, from the text or from the base file.
 struct Windows {
@@ -56,6 +58,12 @@ Windows windows(const PerplexityOptions& p, const std::optional<LogitsFile>& bas
     w.chunks = base->n_chunk();
     return w;
   }
+  // Half a window is context and the rest scored, the last position
+  // predicting nothing: under 3 tokens nothing is scored (--ctx 2 printed
+  // PPL = -nan), and a base file of fewer than 4 (LogitsFile) is refused.
+  if (p.window < kMinWindow)
+    throw InputError(cat("--ctx ", p.window, ": a window of at least ", kMinWindow,
+                         " tokens is needed (its first half is context, the rest is scored)"));
   std::string text = read_text_file(p.text_file);
   if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's -f
   // Control-token text in the data is text (llama-perplexity: no parsing).

@@ -7,6 +7,7 @@
 #include "engine/model/weights.h"
 #include "engine/sched/generator.h"
 #include "engine/step/forward.h"
+#include "engine/step/kv_pool.h"
 #include "runtime/error.h"
 #include "runtime/exchange.h"
 #include "topology/binding.h"
@@ -27,7 +28,11 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
 
   RankMemory m;
   m.weights = shard_bytes(file, c, shard, o.quantize);
-  m.kv = kv_pool_bytes(scheduler_options(g, c, shard), g.kv_type, c, shard);
+  const SchedulerOptions s = scheduler_options(g, c, shard);
+  m.kv = kv_pool_bytes(s, g.kv_type, c, shard);
+  // The sliding-window layers' share: a window a sequence and what a step's
+  // prompt chunks take (--batch), not --ctx.
+  const uint64_t sliding_kv = KvPool::block_bytes(c, shard, g.kv_type, true) * static_cast<uint64_t>(s.sliding_blocks);
   m.cache = g.prefix_reuse ? g.cache_ram_bytes : 0;
   m.buffers = generator_bytes(g, c, shard) - m.kv - m.cache;
   m.exchange = mpi.size() > 1 ? Exchange::window_bytes(static_cast<size_t>(o.step_tokens) * c.n_embd) : 0;
@@ -46,6 +51,8 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   // Name what to change after the part that asks the most.
   const uint64_t most = std::max({m.weights, m.kv, m.buffers, m.exchange, m.cache, m.command});
   const std::string change = most == m.weights ? "run more ranks on more NUMA nodes, or a smaller model"
+                             : most == m.kv && sliding_kv > m.kv / 2
+                                 ? cat("lower --batch (", o.step_tokens, ") or --parallel (", o.parallel, ")")
                              : most == m.kv ? (o.kv_size.empty() ? cat("lower --ctx (", o.context, ") or --parallel (",
                                                                        o.parallel, "), or give --kv-size")
                                                                  : cat("lower --kv-size (", o.kv_size, ")"))

@@ -146,7 +146,6 @@ GeneratorOptions generator_options(const RunOptions& o) {
                          " needs --cache-ram: the disk tier keeps what enters the RAM tier, within its cap, and "
                          "loads it back into it at start"));
   g.cache_dir = o.cache_dir;
-  g.weights_salt = o.quantize.spec;
   g.yarn_truncate = o.yarn_truncate;
   return g;
 }

@@ -135,10 +135,16 @@ int run(const Options& o) {
                          format_bytes(disk.available), " free"));
 
   const Clock::time_point t0 = Clock::now();
+  Vocab vocab = [&] {
+    try {
+      return build_o200k_harmony_vocab(o.vocab_json);
+    } catch (const InputError& e) {
+      throw InputError(cat("--vocab-json ", e.what()));
+    }
+  }();
   log_info("preset ", spec.preset, ", seed ", spec.seed, ", ", spec.config.n_layer, " layers, ", spec.config.n_expert,
            " experts, d=", spec.config.n_embd, ": ", static_cast<int64_t>(synthetic_tensor_bytes(spec) / 1e6),
            " MB of tensors -> ", out, paths.size() > 1 ? cat(" in ", paths.size(), " parts") : "");
-  Vocab vocab = build_o200k_harmony_vocab(o.vocab_json);
   ProgressLine progress("writing");
   write_synthetic_model(
       spec, vocab, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); }, inputs);

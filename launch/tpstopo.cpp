@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
       app.add_option("--node-gbps", o.node_gbps,
                      "with --model or --preset: a NUMA node's read bandwidth in GB/s (e.g. tpstopo --bandwidth's "
                      "triad), to project the decode rate of one sequence in each split")
-          ->check(CLI::Range(0.001, 1e6))};
+          ->check(tps::positive_number(1e6, "GB/s", "GB/S"))};
   app.callback([&] {
     if (model->count() == 0 && preset->count() == 0)
       for (CLI::Option* option : model_options)

@@ -1,8 +1,9 @@
 // The prompt cache's disk tier (engine/step/disk_tier.h) on its own: what
 // it writes it reads back; a file cut short, from another model, KV type,
-// split, rank count or format version, or with a damaged payload gets one
-// warning naming it and the reason and is never used, removed or
-// overwritten; the directory's bytes stay within the cap, the least
+// split, rank count or format version, or with a damaged header or payload
+// gets one warning naming it and the reason (past the first few, one count)
+// and is never used, removed or overwritten; an interrupted write's
+// temporary goes at start; the directory's bytes stay within the cap, the least
 // recently used own files going first; a directory that cannot be made or
 // written turns the tier off with one warning.
 #include <gtest/gtest.h>
@@ -83,18 +84,11 @@ TEST(DiskTier, WhatItWritesTheNextStartReadsBack) {
 // Each damaged or foreign file: the reason in one warning naming the file,
 // the block not offered, the file left as it was (a write of its block too).
 TEST(DiskTier, EachBadFileGetsOneWarningAndIsNeverUsed) {
-  const std::string dir = fresh_dir("disk-bad");
-  {
-    DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
-    t.write({0, 1}, payload(kFull, 1).data());
-  }
-  const std::vector<char> good = bytes_of(dir + "/" + name_of(1, 0, 1));
-  ASSERT_EQ(good.size(), sizeof(DiskHeader) + kFull);
+  auto header = [](std::vector<char>& f) { return reinterpret_cast<DiskHeader*>(f.data()); };
   struct Case {
     std::string reason;
     std::function<void(std::vector<char>&)> spoil;
   };
-  auto header = [](std::vector<char>& f) { return reinterpret_cast<DiskHeader*>(f.data()); };
   const std::vector<Case> cases = {
       {"truncated", [](std::vector<char>& f) { f.pop_back(); }},
       {"truncated", [](std::vector<char>& f) { f.resize(10); }},
@@ -102,36 +96,109 @@ TEST(DiskTier, EachBadFileGetsOneWarningAndIsNeverUsed) {
       {"KV type f16", [&](std::vector<char>& f) { header(f)->kv_type = static_cast<uint32_t>(KvType::f16); }},
       {"split", [&](std::vector<char>& f) { header(f)->split = static_cast<uint32_t>(SplitMode::layers); }},
       {"written for 4 rank(s)", [&](std::vector<char>& f) { header(f)->ranks = 4; }},
-      {"format version 1", [&](std::vector<char>& f) { header(f)->version = kDiskFormatVersion - 1; }},
+      {"format version 2", [&](std::vector<char>& f) { header(f)->version = 2; }},
       {"magic", [&](std::vector<char>& f) { f[0] = 'X'; }},
       {"bad checksum", [&](std::vector<char>& f) { f.back() ^= 0x10; }},
+      {"bad checksum", [&](std::vector<char>& f) { f[sizeof(DiskHeader) - 8] ^= 0x01; }},  // the checksum itself
   };
   for (size_t i = 0; i < cases.size(); ++i) {
-    std::vector<char> f = good;
+    const std::string dir = fresh_dir("disk-bad");
     const uint64_t key = 100 + i;
-    header(f)->key = key;
+    {
+      DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
+      t.write({0, 1}, payload(kFull, 1).data());
+      t.write({0, key}, payload(kFull, 2).data());
+    }
+    const std::string name = name_of(1, 0, key);
+    std::vector<char> f = bytes_of(dir + "/" + name);
+    ASSERT_EQ(f.size(), sizeof(DiskHeader) + kFull);
     cases[i].spoil(f);
-    put(dir + "/" + name_of(1, 0, key), f);
+    put(dir + "/" + name, f);
+    put(dir + "/" + name_of(0, 0, 5), {'x'});  // another rank's name: not this rank's to read
+    put(dir + "/notes.txt", {'x'});
+    DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
+    ASSERT_EQ(t.warnings().size(), 1u) << cases[i].reason;
+    const std::string& w = t.warnings()[0];
+    EXPECT_NE(w.find(name), std::string::npos) << w;
+    EXPECT_NE(w.find(cases[i].reason), std::string::npos) << w;
+    EXPECT_NE(w.find("not used"), std::string::npos) << w;
+    EXPECT_FALSE(t.has({0, key}));
+    EXPECT_EQ(t.stats().bad_files, 1);
+    ASSERT_EQ(t.blocks().size(), 1u);  // the good one
+    EXPECT_EQ(t.blocks()[0].key, 1u);
+    t.write({0, key}, payload(kFull, 9).data());  // a foreign file of that name: left alone
+    EXPECT_EQ(bytes_of(dir + "/" + name), f);
+    EXPECT_EQ(t.stats().written, 0);
+    fs::remove_all(dir);
   }
-  put(dir + "/" + name_of(0, 0, 5), {'x'});  // another rank's name: not this rank's to read
-  put(dir + "/notes.txt", {'x'});
+}
+
+// The checksum covers the header: a block's file given another block's key
+// (its header edited and the file renamed to match, or, the same, a payload
+// moved under another block's header) is refused, not loaded as that block.
+TEST(DiskTier, AHeaderEditedOrAPayloadMovedUnderAnotherKeyIsRefused) {
+  const std::string dir = fresh_dir("disk-moved");
+  {
+    DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
+    t.write({0, 1}, payload(kFull, 1).data());
+    t.write({0, 2}, payload(kFull, 2).data());
+  }
+  std::vector<char> moved = bytes_of(dir + "/" + name_of(1, 0, 1));
+  reinterpret_cast<DiskHeader*>(moved.data())->key = 2;
+  put(dir + "/" + name_of(1, 0, 2), moved);  // block 1's payload as block 2
   DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
-  ASSERT_EQ(t.warnings().size(), cases.size());
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const std::string name = name_of(1, 0, 100 + i);
-    const auto w = std::find_if(t.warnings().begin(), t.warnings().end(),
-                                [&](const std::string& s) { return s.find(name) != std::string::npos; });
-    ASSERT_NE(w, t.warnings().end()) << name;
-    EXPECT_NE(w->find(cases[i].reason), std::string::npos) << *w;
-    EXPECT_NE(w->find("not used"), std::string::npos) << *w;
-    EXPECT_FALSE(t.has({0, 100 + i}));
+  EXPECT_FALSE(t.has({0, 2}));
+  ASSERT_EQ(t.warnings().size(), 1u);
+  EXPECT_NE(t.warnings()[0].find(name_of(1, 0, 2)), std::string::npos) << t.warnings()[0];
+  EXPECT_NE(t.warnings()[0].find("bad checksum"), std::string::npos) << t.warnings()[0];
+  std::vector<uint8_t> got(kFull);
+  EXPECT_FALSE(t.read({0, 2}, got.data()));
+  fs::remove_all(dir);
+}
+
+// A directory of thousands of unusable files (another format version's)
+// says so in a few lines: the first kDiskBadFilesNamed named, then one count.
+TEST(DiskTier, ManyBadFilesAreNamedFirstFewThenCounted) {
+  const std::string dir = fresh_dir("disk-many-bad");
+  constexpr int kBad = 40;
+  {
+    DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
+    for (int key = 1; key <= kBad; ++key) t.write({0, static_cast<uint64_t>(key)}, payload(kFull, key).data());
   }
-  ASSERT_EQ(t.blocks().size(), 1u);  // the good one
-  EXPECT_EQ(t.blocks()[0].key, 1u);
-  const std::vector<char> before = bytes_of(dir + "/" + name_of(1, 0, 108));
-  t.write({0, 108}, payload(kFull, 9).data());  // a foreign file of that name: left alone
-  EXPECT_EQ(bytes_of(dir + "/" + name_of(1, 0, 108)), before);
-  EXPECT_EQ(t.stats().written, 0);
+  for (int key = 1; key <= kBad; ++key) {
+    const std::string path = dir + "/" + name_of(1, 0, key);
+    std::vector<char> f = bytes_of(path);
+    reinterpret_cast<DiskHeader*>(f.data())->version = 2;
+    put(path, f);
+  }
+  DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
+  EXPECT_TRUE(t.blocks().empty());
+  EXPECT_EQ(t.stats().bad_files, kBad);
+  ASSERT_EQ(t.warnings().size(), static_cast<size_t>(kDiskBadFilesNamed + 1));
+  for (int i = 0; i < kDiskBadFilesNamed; ++i)
+    EXPECT_NE(t.warnings()[i].find("format version 2"), std::string::npos) << t.warnings()[i];
+  const std::string& count = t.warnings().back();
+  EXPECT_NE(count.find(std::to_string(kBad - kDiskBadFilesNamed) + " more"), std::string::npos) << count;
+  EXPECT_NE(count.find(std::to_string(kBad) + " in all"), std::string::npos) << count;
+  fs::remove_all(dir);
+}
+
+// What a write killed between its temporary and its rename leaves
+// (NAME.tpskv.tmp-XXXXXX) goes at the next start: this rank's only.
+TEST(DiskTier, AnInterruptedWritesTemporaryIsRemovedAtStart) {
+  const std::string dir = fresh_dir("disk-temporaries");
+  fs::create_directories(dir);
+  const std::string mine = dir + "/" + name_of(1, 0, 7) + ".tmp-0a1b2c";
+  const std::string another_rank = dir + "/" + name_of(0, 0, 7) + ".tmp-0a1b2c";
+  const std::string not_ours = dir + "/notes.txt.tmp-0a1b2c";
+  for (const std::string& p : {mine, another_rank, not_ours}) put(p, std::vector<char>(100, 'x'));
+  DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
+  EXPECT_TRUE(t.warnings().empty());
+  EXPECT_FALSE(fs::exists(mine));
+  EXPECT_TRUE(fs::exists(another_rank));
+  EXPECT_TRUE(fs::exists(not_ours));
+  EXPECT_EQ(t.stats().temporaries_removed, 1);
+  EXPECT_EQ(t.stats().files, 0);
   fs::remove_all(dir);
 }
 

@@ -93,6 +93,21 @@ TEST(Eval, LogitsFileRoundTripsAndRefusesWhatItIsNot) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   };
+  // A row whose scale or floor is not a finite number (a NaN base gave a
+  // KL divergence of 0): the file is refused, naming the row.
+  const uint64_t rows_at = 20 + tokens.size() * 4, row_bytes = 12 * 2;
+  for (const float bad : {NAN, INFINITY, -INFINITY}) {
+    for (const uint64_t field : {0, 4}) {  // the scale, the floor
+      const std::string spoiled = testing::temp_path("base-nan.logits");
+      std::filesystem::copy_file(path, spoiled, std::filesystem::copy_options::overwrite_existing);
+      std::fstream io(spoiled, std::ios::in | std::ios::out | std::ios::binary);
+      io.seekp(static_cast<std::streamoff>(rows_at + 4 * row_bytes + field));
+      io.write(reinterpret_cast<const char*>(&bad), sizeof bad);
+      io.close();
+      refused(spoiled, "row 4");
+      std::remove(spoiled.c_str());
+    }
+  }
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 2);
   refused(path, "truncated");
   { std::ofstream(path) << "GGUF and more bytes than a header"; }

@@ -138,6 +138,32 @@ TEST(Forward, GreedyGenerationMatchesReference) {
   }
 }
 
+// Past several attention chunks (kAttentionChunk, 256 positions: a query
+// at 700 merges three chunks' states; the 64-position tests above never
+// merge): the tiny model's logits at the end of three parts of a 700-token
+// prompt -- after 1, 2 and 3 chunks' worth -- against the reference's,
+// prefilled in steps of 100 on 2 threads (steps that straddle chunk
+// boundaries), default KV type, the best instruction set. Tiny matches the
+// reference to ~1e-6 at 64 positions; the same tolerance holds here.
+TEST(Forward, PastSeveralAttentionChunksMatchesReference) {
+  GgufFile file = GgufFile::open(model_path("tiny"));
+  testing::ReferenceModel ref(file, false, /*q8_inputs=*/true);
+  const std::vector<int32_t> ids = prompt(700);
+  SessionOptions o;
+  o.kv_type = KvType::f32;  // the reference keeps keys and values exact
+  o.context = 704, o.step_tokens = 100;
+  Engine e(model_path("tiny"), 2, o, supported_isas().back());
+  int done = 0;
+  for (int end : {260, 520, 700}) {
+    std::vector<float> got;
+    e.session.forward(std::span(ids).subspan(done, end - done), false, got);
+    done = end;
+    const std::vector<float> want = ref.forward(std::vector<int32_t>(ids.begin(), ids.begin() + end), true)[0];
+    EXPECT_LT(top5_logprob_diff(got, want), 1e-3) << "at position " << end - 1;
+    EXPECT_EQ(argmax(got), argmax(want)) << "at position " << end - 1;
+  }
+}
+
 TEST(Forward, SameLogitsForAnyThreadCountAndBatchSize) {
   std::vector<int32_t> ids = prompt(40);
   std::vector<float> first;

@@ -310,6 +310,40 @@ TEST(Generator, AnUnwritableCacheDirWarnsOnceAndGenerationGoesOn) {
   std::filesystem::remove(file);
 }
 
+// --quantize changes the weights after load, so it is part of the disk
+// tier's identity as the Generator builds it from the model it is given: the
+// blocks a run of the 16-bit file saved load in a run of the same file, and
+// not in a run that converts it with --quantize int8 (its keys and values
+// differ), which says why.
+TEST(Generator, TheDiskTierDoesNotLoadBlocksSavedWithoutTheQuantizePlan) {
+  ThreadPool pool(2);
+  const std::string path = model_path("tiny-f16");
+  Model plain = load_model(GgufFile::open(path), pool);
+  GeneratorOptions o;
+  o.max_sequences = 1, o.step_tokens = 64, o.context = 128, o.kv_type = KvType::f32;
+  o.cache_ram_bytes = 4 * tier_unit_bytes(o.kv_type, plain.config, plain.shard);
+  o.cache_dir = testing::temp_path("disk-quantize");
+  std::filesystem::remove_all(o.cache_dir);
+  Exchange solo;
+  {
+    Generator first(plain, pool, solo, o);
+    in_rounds(first, {{prompt(50, 9)}}, 4);
+    ASSERT_GT(first.disk().stats().written, 0);
+  }
+  {
+    Generator again(plain, pool, solo, o);
+    EXPECT_GT(again.disk().stats().loaded, 0);
+    EXPECT_TRUE(again.disk().warnings().empty());
+  }
+  Model converted = load_model(GgufFile::open(path), pool, SplitMode::tensor, 0, 1, parse_quantize("int8"));
+  Generator quantized(converted, pool, solo, o);
+  EXPECT_EQ(quantized.disk().stats().loaded, 0);
+  EXPECT_EQ(quantized.disk().stats().files, 0);
+  ASSERT_FALSE(quantized.disk().warnings().empty());
+  EXPECT_NE(quantized.disk().warnings()[0].find("another model"), std::string::npos) << quantized.disk().warnings()[0];
+  std::filesystem::remove_all(o.cache_dir);
+}
+
 // A client that goes away: its sequence ends between steps, running or
 // waiting, its blocks go back, and the others' tokens do not change.
 TEST(Generator, ACanceledSequenceLeavesTheOthersAsTheyWere) {
@@ -532,6 +566,40 @@ TEST(Generator, EndsASequenceAtAStopToken) {
   expect_ended(got[a], first + 1, SequenceEnd::stop);
   expect_ended(got[b], 12, SequenceEnd::length);
   for (size_t i = 0; i < got[b].ids.size(); ++i) EXPECT_EQ(got[b].ids[i], free[i].id) << "token " << i;
+}
+
+// Two reasons at once: a stop token drawn as the last token max_new_tokens
+// allows, or as the one that fills the context, ends the sequence as a stop
+// (what a client then reads as a finished answer, not a cut one); a
+// sequence at its max_new_tokens as the context fills, as its length.
+TEST(Generator, AStopTokenThatIsAlsoTheLastAllowedTokenIsAStop) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  const std::vector<int32_t> ids = prompt(20, 1);
+  const std::vector<Step> free = alone(m, pool, ids, 12);
+  const int32_t stop = free[5].id;
+  int first = 0;
+  while (free[first].id != stop) ++first;
+  SequenceParams stopping = greedy(first + 1);  // the stop token is the last one allowed
+  stopping.stop_tokens = {stop};
+  {
+    Exchange solo;
+    Generator gen(m, pool, solo, small_options(1, 128));
+    const int a = gen.add(ids, stopping);
+    expect_ended(run_until_ended(gen)[a], first + 1, SequenceEnd::stop);
+  }
+  {
+    // A context of 20 + first + 1 positions: the token at `first` fills it.
+    stopping.max_new_tokens = 100;
+    Exchange solo;
+    Generator gen(m, pool, solo, small_options(1, 20 + first));
+    const int a = gen.add(ids, stopping);
+    expect_ended(run_until_ended(gen)[a], first + 1, SequenceEnd::stop);
+  }
+  Exchange solo;
+  Generator gen(m, pool, solo, small_options(1, 20 + first));
+  const int a = gen.add(ids, greedy(first + 1));
+  expect_ended(run_until_ended(gen)[a], first + 1, SequenceEnd::length);
 }
 
 // A context of 32 positions: a prompt of 20 has room for 12 more keys, so

@@ -333,6 +333,20 @@ TEST_F(OutputFileTest, InterruptedMkmodelLeavesNothing) {
   }
 }
 
+// A --vocab-json that is not a regular file (a FIFO: opening it waited for
+// ever for a writer) is refused as every other input is. (timeout: the
+// test ends even when it waits.)
+TEST_F(OutputFileTest, MkmodelRefusesAVocabularyThatIsNotARegularFile) {
+  const std::string fifo = at("o200k.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& vocab : {fifo, dir_}) {
+    auto r = run_tool("timeout 20 " + mkmodel("--preset tiny --vocab-json " + vocab + " -o " + at("m.gguf")));
+    EXPECT_EQ(r.exit_code, 2) << vocab << ": " << r.err;
+    EXPECT_NE(r.err.find("--vocab-json " + vocab + ": not a regular file"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(at("m.gguf")));
+  }
+}
+
 TEST_F(OutputFileTest, MkmodelNeverWritesItsVocabulary) {
   const std::string vocab = at("o200k.json");
   fs::copy_file(fs::path(tps::test_paths::reference) / "node_modules/tiktoken/encoders/o200k_base.json", vocab);

@@ -143,6 +143,9 @@ TEST(Perplexity, BadInputIsOneLine) {
   };
   const std::string text = write_text("ppl-short.txt", 3);
   one_line("--ctx 64 -f " + text, "need at least 128");
+  // Windows too short to score a token (--ctx 2 printed PPL = -nan, exit 0).
+  for (const std::string ctx : {"1", "2", "3"})
+    one_line("--ctx " + ctx + " -f " + text, "--ctx " + ctx + ": a window of at least 4 tokens");
   one_line("--kl-base " + text, "not a logits file");
   one_line("", "give the text with -f FILE");
   one_line("-f " + text + " --kl-base " + text, "excludes");

@@ -349,5 +349,61 @@ TEST(BlockManager, PromisesNeverExceedWhatIsAvailable) {
   EXPECT_THROW(m.allocate(BlockKind::full), Error);
 }
 
+// A pool of 3 blocks, so that a freed block is what the next allocate
+// gets: a block two sequences hold (the second found it by its prefix key)
+// stays held when the first lets go -- no allocate may hand it out while
+// the second holds it -- and is idle in the cache, then evicted, only once
+// the second lets go too.
+TEST(BlockManager, ASharedBlockOutlivesItsFirstHolderInAPoolThatReusesFreedBlocks) {
+  const BlockKind k = BlockKind::full;
+  BlockManager m(3, 1);
+  ASSERT_TRUE(m.promise(k, 3));
+  const int freed = m.allocate(k);
+  m.release(k, freed);  // never cached: free again, and the next one out
+  const int shared = m.allocate(k);
+  EXPECT_EQ(shared, freed);
+  m.cache(k, shared, 42);
+  ASSERT_EQ(m.find(k, 42), shared);
+  m.hold(k, shared);     // the second sequence, through the prefix cache
+  m.release(k, shared);  // the first lets go
+  EXPECT_EQ(m.held(k), 1);
+  EXPECT_EQ(m.cached_idle(k), 0);
+  EXPECT_EQ(m.available(k), 2);
+  ASSERT_TRUE(m.promise(k, 1));
+  const int a = m.allocate(k), b = m.allocate(k);
+  EXPECT_NE(a, shared);
+  EXPECT_NE(b, shared);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(m.available(k), 0);
+  EXPECT_EQ(m.find(k, 42), shared);
+  m.release(k, shared);  // the second lets go: idle in the cache
+  EXPECT_EQ(m.cached_idle(k), 1);
+  ASSERT_TRUE(m.promise(k, 1));
+  uint64_t key = 0;
+  EXPECT_EQ(m.allocate(k), shared);  // evicted now, and only now
+  EXPECT_TRUE(m.last_evicted(key));
+  EXPECT_EQ(key, 42u);
+  EXPECT_EQ(m.find(k, 42), -1);
+}
+
+// Three holders of one block: it stays held until the last lets go.
+TEST(BlockManager, ABlockIsHeldUntilItsLastHolderLetsGo) {
+  const BlockKind k = BlockKind::sliding;
+  BlockManager m(1, 2);
+  ASSERT_TRUE(m.promise(k, 1));
+  const int id = m.allocate(k);
+  m.cache(k, id, 7);
+  m.hold(k, id), m.hold(k, id);
+  for (int holders = 3; holders > 1; --holders) {
+    m.release(k, id);
+    EXPECT_EQ(m.held(k), 1) << holders - 1 << " holders left";
+    EXPECT_EQ(m.available(k), 1);
+  }
+  m.release(k, id);
+  EXPECT_EQ(m.held(k), 0);
+  EXPECT_EQ(m.cached_idle(k), 1);
+  EXPECT_EQ(m.available(k), 2);
+}
+
 }  // namespace
 }  // namespace tps

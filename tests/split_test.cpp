@@ -171,6 +171,34 @@ TEST(Split, TeacherForcedLogprobsAreOneRanksBits) {
   std::filesystem::remove(ids);
 }
 
+// Past several attention chunks (kAttentionChunk, 256 positions; the
+// tests above stay under 256): a prompt of 661 tokens prefilled in steps
+// of 100 (steps that straddle chunk boundaries), then 64 greedy tokens to
+// position 724, each attending over three chunks: on two ranks split
+// inside layers and in a pipeline, one rank's tokens and top-5
+// log-probabilities, to the bit.
+TEST(Split, PastSeveralAttentionChunksGivesOneRanksTokens) {
+  std::string prompt;
+  for (int i = 0; i < 22; ++i) prompt += std::string(kPrompt) + " ";
+  auto run = [&](int ranks, const std::string& mode) {
+    const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + tps::test_paths::tpsrun +
+                            " -q -m " + tps::test_paths::models + "/gpt-oss-tiny.gguf -p '" + prompt +
+                            "' -n 64 --temp 0 --top-logprobs 5 --batch 100 --json --split " + mode;
+    auto r = run_tool(cmd);
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+    return r.exit_code == 0 ? json::parse(r.out) : json();
+  };
+  const json one = run(1, "tensor");
+  ASSERT_FALSE(one.is_null());
+  ASSERT_EQ(one["prompt_ids"].size(), 661u);
+  ASSERT_EQ(one["generated_ids"].size(), 64u);
+  for (const std::string mode : {"tensor", "layers"}) {
+    SCOPED_TRACE(mode + " split");
+    const json got = run(2, mode);
+    if (!got.is_null()) expect_like_one_rank(one, got);
+  }
+}
+
 // Sampling with a seed draws the same tokens from the same logits whatever
 // the rank count, and every split gives one rank's logits: a pipeline (the
 // last rank sampling alone), and splits inside layers (the ranks sampling

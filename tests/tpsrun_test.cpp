@@ -89,6 +89,15 @@ TEST(Tpsrun, BadInputIsAClearError) {
   expect_bad_input("-p x --quantize attn=q9", "'q9' is not a type tps quantizes to (expected one of q8_0");
   expect_bad_input("-p x --ctx 1000000", "--ctx 1000000: more than the model's context length of 131072");
   expect_bad_input("-p x --cache-dir /tmp/x", "--cache-dir /tmp/x needs --cache-ram");
+  // A step of 2^31 - 1 tokens: its sizes counted in 64 bits (they wrapped,
+  // to a KV cache of "16777215.8 TiB", and --ctx was named), past what a
+  // pool counts; of 10^8, past the rank's memory; --batch named each time.
+  expect_bad_input("-p x --batch 2147483647", "--batch 2147483647 with --parallel 1: the sliding-window layers");
+  expect_bad_input("-p x --batch 100000000", "or --batch (100000000)");  // past the rank's memory
+  for (const std::string batch : {"2147483647", "100000000"}) {
+    auto huge = run_tool(tpsrun("-p x --batch " + batch));
+    EXPECT_EQ(huge.err.find("16777215"), std::string::npos) << huge.err;
+  }
   auto r = run_tool(std::string(tps::test_paths::tpsrun) + " -m /no/such.gguf -p x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/such.gguf: cannot open"), std::string::npos) << r.err;

@@ -140,6 +140,10 @@ TEST(Tpstopo, BadInputIsOneLineAndExitCode2) {
   expect_usage_error("--input a.xml --synthetic 'pack:2'", "excludes");
   expect_usage_error("--synthetic 'pack:2 core:2 pu:1' --bandwidth", "--bandwidth measures this host");
   expect_usage_error("--no-such-flag", "--no-such-flag");
+  // A bandwidth that projects nothing: nan (every comparison false), inf, 0.
+  const std::string model = std::string("--model ") + tps::test_paths::models + "/gpt-oss-tiny.gguf";
+  for (const std::string gbps : {"nan", "inf", "0", "-5"})
+    expect_usage_error(model + " --node-gbps " + gbps, "--node-gbps: got '" + gbps + "', expected GB/s above 0");
 }
 
 // Plans on more hosts and the projected decode rate: cut inside layers the

@@ -74,6 +74,15 @@ LogitsFile::LogitsFile(const std::string& path) : file_(path) {
   for (size_t i = 0; i < tokens_.size(); ++i)
     if (tokens_[i] < 0 || tokens_[i] >= n_vocab_)
       throw InputError(cat(path, ": token ", i, " is ", tokens_[i], ", outside its vocabulary of ", n_vocab_));
+  // A row's scale and floor must be numbers: a NaN makes every comparison
+  // false, and the KL divergence against it came out 0 (a perfect match).
+  const int64_t rows = static_cast<int64_t>(n_chunk_) * scored_per_chunk(n_ctx_);
+  for (int64_t k = 0; k < rows; ++k) {
+    const BaseRow r = row(k);
+    if (!std::isfinite(r.scale) || !std::isfinite(r.min_logprob))
+      throw InputError(cat(path, ": row ", k, " has a scale of ", r.scale, " and a floor of ", r.min_logprob,
+                           ": not finite numbers, so not log-probabilities to compare with"));
+  }
 }
 
 BaseRow LogitsFile::row(int64_t k) const {

@@ -9,7 +9,8 @@ Model load_model(GgufFile file, ThreadPool& pool, SplitMode mode, int rank, int 
   Tokenizer tokenizer = Tokenizer::from_gguf(file);
   Shard shard = plan_shard(model_shape(file, config, plan), mode, rank, ranks);
   RankWeights weights = load_shard(file, config, shard, plan, pool, progress);
-  return Model{std::move(file), config, shard, std::move(weights), std::move(tokenizer)};
+  std::string salt = plan.empty() ? "" : plan.describe(file);
+  return Model{std::move(file), config, shard, std::move(weights), std::move(tokenizer), std::move(salt)};
 }
 
 }  // namespace tps

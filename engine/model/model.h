@@ -21,6 +21,10 @@ struct Model {
   Shard shard;
   RankWeights weights;
   Tokenizer tokenizer;
+  // What changed the weights at load: --quantize's plan as it applies to
+  // this file (QuantizePlan::describe; empty for none). Saved KV blocks
+  // (the disk tier's identity) are of these weights, not the file's.
+  std::string weights_salt;
 };
 
 // Checks the opened file, takes rank `rank` of `ranks`'s shard in `mode`

@@ -102,6 +102,10 @@ struct Chosen {
   Pick pick;
 };
 
+// Blocks of one kind a pool holds at most: their positions must count in
+// an int.
+constexpr int64_t kMaxPoolBlocks = INT32_MAX / kKvBlock;
+
 }  // namespace
 
 SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
@@ -117,14 +121,19 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig&
   s.window = static_cast<int>(c.sliding_window);
   s.stages = shard.mode == SplitMode::layers ? shard.ranks : 1;
   s.prefix_reuse = o.prefix_reuse;
-  s.sliding_blocks = sliding_blocks_needed(s);
+  const int64_t sliding = sliding_blocks_needed(s);
+  if (sliding > kMaxPoolBlocks)
+    throw InputError(cat("--batch ", o.step_tokens, " with --parallel ", o.max_sequences,
+                         ": the sliding-window layers would need ", sliding, " KV blocks, more than a KV pool holds (",
+                         kMaxPoolBlocks, "); lower --batch or --parallel"));
+  s.sliding_blocks = static_cast<int>(sliding);
   if (o.kv_bytes > 0) {
-    const uint64_t sliding = KvPool::block_bytes(c, shard, o.kv_type, true) * s.sliding_blocks;
+    const uint64_t sliding = KvPool::block_bytes(c, shard, o.kv_type, true) * static_cast<uint64_t>(s.sliding_blocks);
     const uint64_t full = std::max<uint64_t>(1, KvPool::block_bytes(c, shard, o.kv_type, false));
     if (o.kv_bytes <= sliding)
       throw InputError(cat("--kv-size ", o.kv_bytes, " bytes: the sliding-window layers alone need ", sliding, " for ",
                            o.max_sequences, " sequences"));
-    s.full_blocks = static_cast<int>(std::min<uint64_t>((o.kv_bytes - sliding) / full, INT32_MAX / kKvBlock));
+    s.full_blocks = static_cast<int>(std::min<uint64_t>((o.kv_bytes - sliding) / full, kMaxPoolBlocks));
   } else {
     const int64_t positions = o.kv_positions > 0 ? o.kv_positions : int64_t{o.context} * o.max_sequences;
     if (positions > (1 << 30))
@@ -214,7 +223,7 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
     const Shard& sh = m.shard;
     const Clock::time_point t0 = Clock::now();
     disk_ = DiskTier(o.cache_dir,
-                     DiskIdentity{model_identity(m.file, o.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank},
+                     DiskIdentity{model_identity(m.file, m.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank},
                      o.cache_ram_bytes, tier_.block_bytes(false), tier_.block_bytes(true));
     disk_asked_ = true;
     load_disk_tier(t0);

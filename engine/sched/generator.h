@@ -43,7 +43,6 @@ struct GeneratorOptions {
   bool prefix_reuse = true;
   uint64_t cache_ram_bytes = 0;     // the prompt cache's RAM tier on each rank (--cache-ram; 0: none)
   std::string cache_dir;            // its disk tier (--cache-dir; "": none), within cache_ram_bytes per rank
-  std::string weights_salt;         // what changes the weights after load (--quantize), in the disk tier's identity
   KvType kv_type = kDefaultKvType;  // the KV pool's keys and values (kernels/kv_format.h)
   bool yarn_truncate = false;
   const KernelSet* kernels = nullptr;

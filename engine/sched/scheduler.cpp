@@ -15,12 +15,14 @@ namespace {
 int window_blocks(int window) { return blocks_for(window) + 1; }
 // What prompt chunks may take beyond that, in one step: a chunk of c tokens
 // spans at most blocks_for(c) + 1 more.
-int headroom_blocks(const SchedulerOptions& o) { return o.stages * (blocks_for(o.step_tokens) + 2 * o.max_sequences); }
+int64_t headroom_blocks(const SchedulerOptions& o) {
+  return int64_t{o.stages} * (blocks_for(o.step_tokens) + 2 * int64_t{o.max_sequences});
+}
 }  // namespace
 
-int sliding_blocks_needed(const SchedulerOptions& o) {
-  const int kept = o.prefix_reuse ? o.max_sequences * window_blocks(o.window) : 0;
-  return o.max_sequences * window_blocks(o.window) + headroom_blocks(o) + kept;
+int64_t sliding_blocks_needed(const SchedulerOptions& o) {
+  const int64_t window = int64_t{o.max_sequences} * window_blocks(o.window);
+  return window + headroom_blocks(o) + (o.prefix_reuse ? window : 0);
 }
 
 Scheduler::Scheduler(const SchedulerOptions& o)

@@ -52,7 +52,8 @@ struct SchedulerOptions {
 // it, for every step in flight; with prefix reuse, a window more per
 // sequence, so the end of a finished prompt stays cached for the next turn
 // of its conversation (sliding layers need it to reuse the prefix).
-int sliding_blocks_needed(const SchedulerOptions& options);
+// In 64 bits: a --batch or --parallel near 2^31 needs more than an int counts.
+int64_t sliding_blocks_needed(const SchedulerOptions& options);
 
 class Scheduler {
  public:

@@ -14,7 +14,8 @@ namespace tps {
 // Positions per KV block: the unit of the pool, of the block tables and of
 // prefix reuse (the key block of the attention kernels).
 constexpr int kKvBlock = 16;
-inline int blocks_for(int positions) { return (positions + kKvBlock - 1) / kKvBlock; }
+// (In 64 bits: positions + 15 overflowed int for a --batch near 2^31.)
+inline int blocks_for(int positions) { return static_cast<int>((int64_t{positions} + kKvBlock - 1) / kKvBlock); }
 
 struct BatchEntry {
   int32_t seq = 0;               // the caller's sequence number

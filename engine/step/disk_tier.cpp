@@ -48,13 +48,29 @@ bool parse_name(const std::string& name, int rank, DiskTier::Block& b) {
   return true;
 }
 
+// The checksum of a block file: the header's bytes with its checksum field
+// zero, then the payload's.
+uint64_t block_checksum(DiskHeader h, const uint8_t* payload, uint64_t bytes) {
+  h.checksum = 0;
+  return XXH3_64bits_withSeed(payload, bytes, XXH3_64bits(&h, sizeof h));
+}
+
 DiskHeader header_for(const DiskIdentity& id, const DiskTier::Block& b, const uint8_t* payload, uint64_t bytes) {
   DiskHeader h{};
   std::memcpy(h.magic, kDiskMagic, sizeof h.magic);
   h.version = kDiskFormatVersion, h.kv_type = static_cast<uint32_t>(id.kv_type), h.model = id.model;
   h.ranks = id.ranks, h.split = static_cast<uint32_t>(id.split), h.rank = id.rank, h.sliding = b.sliding;
-  h.key = b.key, h.payload_bytes = bytes, h.checksum = XXH3_64bits(payload, bytes);
+  h.key = b.key, h.payload_bytes = bytes;
+  h.checksum = block_checksum(h, payload, bytes);
   return h;
+}
+
+// A temporary OutputFile left beside one of this rank's block files
+// (NAME.tmp-XXXXXX, NAME a block's).
+bool is_temporary(const std::string& name, int rank) {
+  const size_t at = name.rfind(".tmp-");
+  DiskTier::Block b;
+  return at != std::string::npos && at + 5 < name.size() && parse_name(name.substr(0, at), rank, b);
 }
 
 }  // namespace
@@ -84,24 +100,42 @@ void DiskTier::warn(const std::string& line) {
   log_warn(line);
 }
 
-// This rank's files, validated (a warning for each bad one), least recently
-// written first.
+// This rank's files, validated (a warning for each of the first bad ones,
+// a count of the rest), least recently written first; its temporaries removed.
 void DiskTier::scan() {
   std::vector<std::tuple<fs::file_time_type, Block, uint64_t>> found;
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     Block b;
-    if (!it->is_regular_file(ec) || !parse_name(it->path().filename().string(), id_.rank, b)) continue;
+    const std::string name = it->path().filename().string();
+    if (!it->is_regular_file(ec)) continue;
+    if (is_temporary(name, id_.rank)) {
+      remove_temporary(it->path().string());
+      continue;
+    }
+    if (!parse_name(name, id_.rank, b)) continue;
     const std::string why = check(it->path().string(), b, nullptr);
     if (!why.empty()) {
-      warn(cat("--cache-dir: ", it->path().string(), ": ", why, "; not used"));
+      if (++stats_.bad_files <= kDiskBadFilesNamed)
+        warn(cat("--cache-dir: ", it->path().string(), ": ", why, "; not used"));
       continue;
     }
     found.emplace_back(it->last_write_time(ec), b, it->file_size(ec));
   }
   if (ec) warn(cat("--cache-dir ", dir_, ": cannot list it (", ec.message(), ")"));
+  if (stats_.bad_files > kDiskBadFilesNamed)
+    warn(cat("--cache-dir ", dir_, ": ", stats_.bad_files - kDiskBadFilesNamed, " more of rank ", id_.rank,
+             "'s files not used (", stats_.bad_files, " in all; the first ", kDiskBadFilesNamed, " named above)"));
+  if (stats_.temporaries_removed > 0)
+    log_info("--cache-dir ", dir_, ": removed ", stats_.temporaries_removed,
+             " temporary file(s) an interrupted write left");
   std::sort(found.begin(), found.end());
   for (const auto& [time, b, bytes] : found) keep(b, bytes);
+}
+
+void DiskTier::remove_temporary(const std::string& path) {
+  std::error_code ec;
+  if (fs::remove(path, ec)) ++stats_.temporaries_removed;
 }
 
 std::string DiskTier::check(const std::string& path, const Block& b, uint8_t* to) const {
@@ -136,7 +170,7 @@ std::string DiskTier::check(const std::string& path, const Block& b, uint8_t* to
   if (!to) scratch.reset(new uint8_t[want]), to = scratch.get();
   in.read(reinterpret_cast<char*>(to), static_cast<std::streamsize>(want));
   if (!in) return "cannot be read";
-  if (XXH3_64bits(to, want) != h.checksum) return "a bad checksum (the payload is damaged)";
+  if (block_checksum(h, to, want) != h.checksum) return "a bad checksum (its header or payload is damaged)";
   return "";
 }
 

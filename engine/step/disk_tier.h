@@ -9,12 +9,19 @@
 // file goes through runtime/output_file: temporary, then rename), and each
 // rank reads and writes only its own names. Each file starts with a header
 // (DiskHeader) saying whose block it is -- the model's identity, the KV type,
-// the split and rank count, the rank, the kind, the key -- and the payload's
-// XXH3 checksum. A file whose header is not this run's, or is cut short or
-// damaged, gets one warning naming it and the reason and is never read
-// again, overwritten or removed: only files this tier validated or wrote
-// are its own. A directory that cannot be made or written turns the tier
-// off with one warning; generation goes on with the RAM tier alone.
+// the split and rank count, the rank, the kind, the key -- and an XXH3
+// checksum of the header's other bytes and the payload together (over the
+// payload alone, a header edited or a payload moved under another block's
+// header would load as that block). A file whose header is not this run's,
+// or is cut short or damaged, is never read again, overwritten or removed:
+// only files this tier validated or wrote are its own. The first few such
+// files get a warning each naming it and the reason, the rest one line with
+// their count (a directory of another version's files is one warning, not
+// thousands). The temporaries of this rank's interrupted writes (a kill
+// between create and rename leaves NAME.tpskv.tmp-XXXXXX) are removed at
+// start: a directory is one run's at a time, as the cap already assumes. A
+// directory that cannot be made or written turns the tier off with one
+// warning; generation goes on with the RAM tier alone.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +63,10 @@ struct DiskHeader {
 static_assert(sizeof(DiskHeader) == 64);
 inline constexpr char kDiskMagic[8] = {'T', 'P', 'S', 'K', 'V', 'B', 'L', 'K'};
 // 2: pages hold each kv head's key block and value rows together (KvPool).
-inline constexpr uint32_t kDiskFormatVersion = 2;
+// 3: the checksum covers the header (its checksum field zero) and the payload.
+inline constexpr uint32_t kDiskFormatVersion = 3;
+// Bad files named one warning each at start; the rest are counted in one line.
+inline constexpr int kDiskBadFilesNamed = 3;
 
 class DiskTier {
  public:
@@ -70,11 +80,15 @@ class DiskTier {
     int64_t loaded = 0;            // blocks loaded into the RAM tier at start
     double load_seconds = 0;       // the start's check and load of the files, the ranks' exchanges included
     int64_t written = 0, write_failures = 0;
+    int64_t bad_files = 0;            // files of this rank's names not used at start
+    int64_t temporaries_removed = 0;  // left by interrupted writes, removed at start
   };
 
   DiskTier() = default;  // off
-  // Makes the directory if need be and validates this rank's files in it
-  // (a warning for each bad one). cap: bytes of own files kept at most.
+  // Makes the directory if need be, removes this rank's stale temporaries
+  // and validates this rank's files in it (a warning for each of the first
+  // kDiskBadFilesNamed bad ones, one more line counting the rest). cap:
+  // bytes of own files kept at most.
   DiskTier(std::string dir, const DiskIdentity& id, uint64_t cap, uint64_t full_block_bytes,
            uint64_t sliding_block_bytes);
 
@@ -106,6 +120,7 @@ class DiskTier {
   };
   std::string path(const Block& b) const;
   void scan();
+  void remove_temporary(const std::string& path);
   // Why the file is not this run's block (empty: it is), payload read into `to` when given.
   std::string check(const std::string& path, const Block& b, uint8_t* to) const;
   void keep(const Block& b, uint64_t bytes);

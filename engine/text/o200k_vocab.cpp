@@ -1,7 +1,7 @@
 #include "engine/text/o200k_vocab.h"
 
 #include <algorithm>
-#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -9,6 +9,7 @@
 #include "engine/text/byte_level.h"
 #include "runtime/base64.h"
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 
 namespace tps {
 namespace {
@@ -34,16 +35,20 @@ std::string harmony_special_name(uint32_t id) {
 }
 
 Vocab build_o200k_harmony_vocab(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
+  // A regular file only, as every input (a FIFO's open waited for a writer).
+  std::string json_text;
+  try {
+    json_text = read_text_file(path);
+  } catch (const InputError&) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) throw;
     throw InputError(cat(path,
                          ": cannot read the o200k ranks (run scripts/install-deps, which "
                          "installs the npm package tiktoken)"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  }
   std::string ranks_text;
   try {
-    ranks_text = nlohmann::json::parse(buffer.str()).at("bpe_ranks").get<std::string>();
+    ranks_text = nlohmann::json::parse(json_text).at("bpe_ranks").get<std::string>();
   } catch (const std::exception& e) {
     throw InputError(cat(path, ": not tiktoken's o200k_base.json (", e.what(), ")"));
   }

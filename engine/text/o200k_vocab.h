@@ -22,7 +22,8 @@ struct Vocab {
 // Hugging Face conversion of tiktoken ranks that llama.cpp's converter
 // reads: for each token in rank order, every split into two tokens, ordered
 // by the ranks of the left and then the right piece (446,189 for o200k).
-// Throws InputError naming the file if it is missing or malformed.
+// Throws InputError naming the file if it is missing, not a regular file
+// (runtime/mapped_file.h: a FIFO is never opened to wait) or malformed.
 Vocab build_o200k_harmony_vocab(const std::string& o200k_base_json);
 
 // The o200k_harmony special token names by id (199998..201087).
