@@ -4,6 +4,7 @@
 // rendered from the exact ids of the turn before.
 #include <gtest/gtest.h>
 
+#include "engine/sched/constraint.h"
 #include "engine/text/conversation_ids.h"
 #include "serve/api/reasoning_blob.h"
 #include "serve/http/api_error.h"
@@ -33,7 +34,8 @@ TEST(MessagesRequest, BlocksBecomeHarmonyMessages) {
     "messages": [
       {"role": "user", "content": "Weather in Paris?"},
       {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "Need weather.", "signature": ")" + signature + R"("},
+        {"type": "thinking", "thinking": "Need weather.", "signature": ")" +
+                                                         signature + R"("},
         {"type": "text", "text": "Looking."},
         {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
@@ -67,14 +69,15 @@ TEST(MessagesRequest, BlocksBecomeHarmonyMessages) {
 
 TEST(MessagesRequest, ThinkingDisabledIsLowAndHidden) {
   const MessagesRequest r = parse_messages_request(
-      json::parse(R"({"max_tokens": 5, "thinking": {"type": "disabled"}, "messages": [{"role": "user", "content": "x"}]})"),
+      json::parse(
+          R"({"max_tokens": 5, "thinking": {"type": "disabled"}, "messages": [{"role": "user", "content": "x"}]})"),
       kLimits);
   EXPECT_EQ(r.conversation.reasoning, "low");
   EXPECT_FALSE(r.show_thinking);
   EXPECT_TRUE(r.output.spec.empty());  // nothing asked of the output
   // count_tokens takes the body without max_tokens.
-  EXPECT_NO_THROW(parse_messages_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), kLimits,
-                                         true));
+  EXPECT_NO_THROW(
+      parse_messages_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), kLimits, true));
 }
 
 TEST(MessagesRequest, WhatIsNotDoneIsRefusedByName) {
@@ -111,7 +114,13 @@ TEST(MessagesRequest, WhatIsNotDoneIsRefusedByName) {
   refused(max + R"("thinking": {"type": "adaptive"}, )" + ok, "thinking.type");
   refused(max + R"("tools": {}, )" + ok, "tools");
   refused(max + R"("tools": [{"type": "web_search_20250305", "name": "web_search"}], )" + ok, "tools[0].type");
+  refused(max + R"("tools": [{"type": 5, "name": "f", "input_schema": {}}], )" + ok, "tools[0].type");
   refused(max + R"("tools": [{"input_schema": {}}], )" + ok, "tools[0].name");
+  refused(max + R"("messages": [{"role": "user", "content": null}])", "messages[0].content");
+  refused(max + R"("messages": [{"role": "user", "content": [5]}])", "messages[0].content[0]");
+  refused(max + R"("messages": [{"role": "user", "content": "x"}, {"role": "assistant"}, )"
+                R"({"role": "user", "content": "y"}])",
+          "messages[1].content");
   refused(max + R"("tools": [{"name": "f"}], )" + ok, "tools[0].input_schema");
   refused(max + R"("tools": [{"name": "f", "input_schema": {}, "strict": 1}], )" + ok, "tools[0].strict");
   refused(max + R"("tool_choice": "auto", )" + ok, "tool_choice");
@@ -140,6 +149,31 @@ TEST(MessagesRequest, WhatIsNotDoneIsRefusedByName) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status, 404);
     EXPECT_EQ(e.anthropic_body()["error"]["type"], "not_found_error");
+  }
+}
+
+// A schema the grammar engine cannot hold: a tool that did not ask for
+// strict gets any JSON object (best effort, as Anthropic's), one that asked
+// is refused by the name of its input_schema.
+TEST(MessagesRequest, AToolTheEngineCannotHoldIsHeldAsAnObjectUnlessStrict) {
+  ConstraintCache cache(test_tokenizer());
+  auto body = [](const char* strict) {
+    return json::parse(std::string(R"({"max_tokens": 50, "tool_choice": {"type": "any"}, "tools": [)") + kWeatherTool +
+                       R"(, {"name": "code", )" + strict +
+                       R"("input_schema": {"type": "object", "properties": {"c": {"type": "string",
+                          "pattern": "^[a-z]+$", "maxLength": 3}}}}],
+                        "messages": [{"role": "user", "content": "x"}]})");
+  };
+  MessagesRequest best = parse_messages_request(body(""), kLimits);
+  compile_messages_constraint(best, cache);
+  EXPECT_TRUE(best.functions[0].strict);  // get_weather's schema is held
+  EXPECT_FALSE(best.functions[1].strict);
+  MessagesRequest strict = parse_messages_request(body(R"("strict": true, )"), kLimits);
+  try {
+    compile_messages_constraint(strict, cache);
+    ADD_FAILURE() << "a strict tool the engine cannot hold was taken";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "tools[1].input_schema") << e.what();
   }
 }
 
@@ -173,11 +207,11 @@ const char* const kCallTurn =
 
 TEST(MessagesOutput, ThinkingThenToolUse) {
   MessagesOutput out(test_tokenizer(), "t", {}, true, {});
-  EXPECT_EQ(generate(out, ids_of(kCallTurn)),
-            (std::vector<std::string>{"content_block_start", "content_block_delta:thinking_delta",
-                                      "content_block_delta:signature_delta", "content_block_stop",
-                                      "content_block_start", "content_block_delta:input_json_delta",
-                                      "content_block_stop"}));
+  EXPECT_EQ(
+      generate(out, ids_of(kCallTurn)),
+      (std::vector<std::string>{"content_block_start", "content_block_delta:thinking_delta",
+                                "content_block_delta:signature_delta", "content_block_stop", "content_block_start",
+                                "content_block_delta:input_json_delta", "content_block_stop"}));
   ASSERT_EQ(out.content().size(), 2u);
   EXPECT_EQ(out.content()[0]["thinking"], "Need weather.");
   EXPECT_EQ(reasoning_of_blob(out.content()[0]["signature"].get<std::string>()), "Need weather.");
@@ -231,7 +265,8 @@ TEST(GeneratedTurns, AFollowUpBeginsWithTheGeneratedIds) {
   body["messages"].push_back({{"role", "assistant"}, {"content", out.content()}});
   body["messages"].push_back(
       {{"role", "user"},
-       {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", out.content()[1]["id"]}, {"content", "sunny"}}})}});
+       {"content",
+        json::array({{{"type", "tool_result"}, {"tool_use_id", out.content()[1]["id"]}, {"content", "sunny"}}})}});
   const MessagesRequest follow = parse_messages_request(body, kLimits);
   const std::vector<int32_t> second = render_prompt(follow, encode, turns, tail);
   std::vector<int32_t> before = first;

@@ -20,24 +20,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Compiles the constraint on the request's thread. A tool that did not ask
-// for strict and whose schema the grammar engine cannot hold gets any JSON
-// object instead (Anthropic's non-strict tools are best effort); one that
-// asked is refused by name.
-void compile_constraint(MessagesRequest& r, ConstraintCache& cache) {
-  for (;;) try {
-      check_output_constraint(r.output, cache);
-      return;
-    } catch (const ApiError& e) {
-      size_t i = 0;
-      while (i < r.functions.size() && !(r.functions[i].strict && !r.strict_given[i] && r.functions[i].param == e.param))
-        ++i;
-      if (i == r.functions.size()) throw;
-      r.functions[i].strict = false;
-      r.output = messages_constraint(r);
-    }
-}
-
 // One turn as the request's thread follows it.
 struct Turn {
   Turn(const Tokenizer& tok, std::string ids, std::vector<int32_t> tail, const MessagesRequest& r)
@@ -87,8 +69,9 @@ void create_message(const ApiContext& api, GeneratedTurns& turns, const std::str
   const Tokenizer& tok = *api.tokenizer;
   MessagesRequest r = parse_messages_request(body, api.limits);
   std::vector<int32_t> tail;
-  std::vector<int32_t> prompt = render_prompt(r, [&tok](const std::string& s) { return tok.encode(s); }, turns, tail);
-  compile_constraint(r, *api.constraints);  // here, not on the engine loop
+  std::vector<int32_t> prompt = render_prompt(
+      r, [&tok](const std::string& s) { return tok.encode(s); }, turns, tail);
+  compile_messages_constraint(r, *api.constraints);  // here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = api.jobs->submit(std::move(prompt), r, "messages");
   auto turn = std::make_shared<Turn>(tok, cat(instance, std::hex, (*api.next_id)++), std::move(tail), r);
@@ -109,34 +92,36 @@ void create_message(const ApiContext& api, GeneratedTurns& turns, const std::str
   }
 
   // Streaming: Anthropic's events, named by their type; ping while waiting.
-  Job::stream(job, res, req.version == "HTTP/1.0",
-              {[turn] { return turn->start(); },
-               [=](const Pick& p) {
-                 ++turn->completion;
-                 std::string out = Turn::events(turn->output.push(p.id));
-                 if (turn->output.stopped()) job->cancelled = true;
-                 return out;
-               },
-               [=, &turns] {
-                 if (!job->error.empty())
-                   return sse_event(ApiError(job->status, job->error).anthropic_body(), "error");
-                 std::string out = Turn::events(turn->output.finish());
-                 turn->remember(turns);
-                 const json delta = {{"type", "message_delta"},
-                                     {"delta",
-                                      {{"stop_reason", turn->output.stop_reason(job->finish == "length")},
-                                       {"stop_sequence", turn->output.stop_sequence()}}},
-                                     {"usage", turn->usage(job->reused)}};
-                 return out + sse_event(delta, "message_delta") +
-                        sse_event(json{{"type", "message_stop"}}, "message_stop");
-               },
-               [] { return sse_event(json{{"type", "ping"}}, "ping"); }});
+  Job::stream(
+      job, res, req.version == "HTTP/1.0",
+      {[turn] { return turn->start(); },
+       [=](const Pick& p) {
+         ++turn->completion;
+         std::string out = Turn::events(turn->output.push(p.id));
+         if (turn->output.stopped()) job->cancelled = true;
+         return out;
+       },
+       [=, &turns] {
+         if (!job->error.empty()) return sse_event(ApiError(job->status, job->error).anthropic_body(), "error");
+         std::string out = Turn::events(turn->output.finish());
+         turn->remember(turns);
+         const json delta = {{"type", "message_delta"},
+                             {"delta",
+                              {{"stop_reason", turn->output.stop_reason(job->finish == "length")},
+                               {"stop_sequence", turn->output.stop_sequence()}}},
+                             {"usage", turn->usage(job->reused)}};
+         return out + sse_event(delta, "message_delta") + sse_event(json{{"type", "message_stop"}}, "message_stop");
+       },
+       [] {
+         return sse_event(json{{"type", "ping"}}, "ping");
+       }});
 }
 
 void count_tokens(const ApiContext& api, const GeneratedTurns& turns, const json& body, httplib::Response& res) {
   const MessagesRequest r = parse_messages_request(body, api.limits, true);
   std::vector<int32_t> tail;
-  const std::vector<int32_t> prompt = render_prompt(r, [&api](const std::string& s) { return api.tokenizer->encode(s); }, turns, tail);
+  const std::vector<int32_t> prompt = render_prompt(
+      r, [&api](const std::string& s) { return api.tokenizer->encode(s); }, turns, tail);
   send_ordered_json(res, 200, json{{"input_tokens", prompt.size()}});
 }
 

@@ -37,7 +37,7 @@ class MessagesOutput {
   std::vector<nlohmann::ordered_json> finish();
 
   const nlohmann::ordered_json& content() const { return content_; }  // the blocks as they ended
-  bool stopped() const { return stop_.stopped(); }                   // a stop sequence was found
+  bool stopped() const { return stop_.stopped(); }                    // a stop sequence was found
   // end_turn, max_tokens (length: the job ran out of tokens), tool_use or stop_sequence.
   const char* stop_reason(bool length) const;
   nlohmann::ordered_json stop_sequence() const;  // the one found, or null

@@ -27,7 +27,8 @@ std::string block_type(const json& block, const std::string& param) {
 
 std::string text_of(const json& block, const char* key, const std::string& param) {
   const auto it = block.find(key);
-  if (it == block.end() || !it->is_string()) throw bad_param(param + "." + key, cat("'", param, ".", key, "' must be a string"));
+  if (it == block.end() || !it->is_string())
+    throw bad_param(param + "." + key, cat("'", param, ".", key, "' must be a string"));
   return it->get<std::string>();
 }
 
@@ -71,8 +72,8 @@ void read_user(const json& content, const std::string& param, const std::map<std
       if (boolean_field(block, "is_error", false, p + ".is_error")) text = "Error: " + text;
       c.messages.push_back({"functions." + call->second, "commentary", "assistant", "", std::move(text)});
     } else {
-      throw bad_param(p + ".type", cat("'", p, ".type' \"", type,
-                                       "\" is not supported in a user turn (only text and tool_result)"));
+      throw bad_param(p + ".type",
+                      cat("'", p, ".type' \"", type, "\" is not supported in a user turn (only text and tool_result)"));
     }
   }
 }
@@ -101,8 +102,8 @@ void read_tools(const json& body, const ApiLimits& limits, MessagesRequest& r) {
     const json& t = (*it)[i];
     const std::string param = cat("tools[", i, "]");
     if (!t.is_object()) throw bad_param(param, "'" + param + "' must be an object (a tool)");
-    const std::string type = string_field(t, "type", "custom");
-    if (type != "custom")
+    const auto type = t.find("type");
+    if (type != t.end() && !type->is_null() && *type != "custom")
       throw bad_param(param + ".type", cat("'", param, ".type' ", shown(t["type"]),
                                            " is not supported by this server (only custom tools: name, "
                                            "description, input_schema)"));
@@ -114,7 +115,8 @@ void read_tools(const json& body, const ApiLimits& limits, MessagesRequest& r) {
     json f = {{"name", name}, {"parameters", *schema}};
     if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
     chat_shape.push_back({{"type", "function"}, {"function", f}});
-    r.functions.push_back({name, boolean_field(t, "strict", true, param + ".strict"), *schema, param + ".input_schema"});
+    r.functions.push_back(
+        {name, boolean_field(t, "strict", true, param + ".strict"), *schema, param + ".input_schema"});
     r.strict_given.push_back(t.contains("strict") && !t["strict"].is_null());
   }
   if (r.choice.mode != ToolChoice::Mode::none && !chat_shape.empty())
@@ -136,8 +138,8 @@ ToolChoice read_tool_choice_block(const json& body) {
     if (c.name.empty()) throw bad_param("tool_choice.name", "'tool_choice.name' must name a tool");
     return c.mode = ToolChoice::Mode::named, c;
   }
-  throw bad_param("tool_choice.type", cat("'tool_choice.type' ", shown(it->value("type", json())),
-                                          " is not auto, any, tool or none"));
+  throw bad_param("tool_choice.type",
+                  cat("'tool_choice.type' ", shown(it->value("type", json())), " is not auto, any, tool or none"));
 }
 
 // thinking: enabled (budget_tokens picks the effort: under 2,048 low, under
@@ -154,13 +156,13 @@ void read_thinking(const json& body, int64_t max_tokens, MessagesRequest& r) {
     return;
   }
   if (type != "enabled")
-    throw bad_param("thinking.type", cat("'thinking.type' ", shown(it->value("type", json())),
-                                         " is not enabled or disabled"));
+    throw bad_param("thinking.type",
+                    cat("'thinking.type' ", shown(it->value("type", json())), " is not enabled or disabled"));
   const int64_t budget = integer_field(*it, "budget_tokens", 1, INT32_MAX, -1, "thinking.budget_tokens");
   if (budget < 0) throw bad_param("thinking.budget_tokens", "'thinking.budget_tokens' is missing");
   if (max_tokens > 0 && budget >= max_tokens)
-    throw bad_param("thinking.budget_tokens", cat("'thinking.budget_tokens' is ", budget,
-                                                  ", not less than max_tokens (", max_tokens, ")"));
+    throw bad_param("thinking.budget_tokens",
+                    cat("'thinking.budget_tokens' is ", budget, ", not less than max_tokens (", max_tokens, ")"));
   r.conversation.reasoning = budget < 2048 ? "low" : budget < 8192 ? "medium" : "high";
   r.thinking_budget = static_cast<int>(budget);
 }
@@ -183,14 +185,13 @@ std::vector<std::string> read_stop_sequences(const json& body) {
 // (a field that changes the answer is never taken and ignored). count_tokens
 // takes the same body; what only generation reads does not change its count.
 void refuse_unknown(const json& body) {
-  static const char* const kKnown[] = {"model",       "messages", "system", "max_tokens",     "temperature",
-                                       "top_p",       "top_k",    "tools",  "tool_choice",    "thinking",
-                                       "metadata",    "stream",   "stop_sequences", "service_tier", "cache_control"};
+  static const char* const kKnown[] = {"model",    "messages", "system",         "max_tokens",   "temperature",
+                                       "top_p",    "top_k",    "tools",          "tool_choice",  "thinking",
+                                       "metadata", "stream",   "stop_sequences", "service_tier", "cache_control"};
   for (const auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* k : kKnown) known |= key == k;
-    if (!known)
-      throw bad_param(key, cat("'", key, "' is not a field of the Messages API this server serves"));
+    if (!known) throw bad_param(key, cat("'", key, "' is not a field of the Messages API this server serves"));
   }
   // "auto" and "standard_only" both get the one tier there is.
   const auto tier = body.find("service_tier");
@@ -213,8 +214,9 @@ void read_messages(const json& body, MessagesRequest& r) {
       read_user(content, param + ".content", calls, r.conversation);
     } else if (role == "assistant") {
       if (i + 1 == it->size())
-        throw bad_param(param, cat("'", param, "' is an assistant turn to continue (a prefill), which this server "
-                                               "does not do: the last message must be the user's"));
+        throw bad_param(param, cat("'", param,
+                                   "' is an assistant turn to continue (a prefill), which this server "
+                                   "does not do: the last message must be the user's"));
       std::vector<HarmonyMessage> said = assistant_messages(content, param + ".content");
       for (size_t j = 0; content.is_array() && j < content.size(); ++j)
         if (string_field(content[j], "type") == "tool_use")
@@ -312,6 +314,21 @@ MessagesRequest parse_messages_request(const json& body, const ApiLimits& limits
   for (const HarmonyMessage& m : r.conversation.messages) bytes += m.content.size();
   check_prompt_bytes(bytes, limits, "messages");
   return r;
+}
+
+void compile_messages_constraint(MessagesRequest& r, ConstraintCache& cache) {
+  for (;;) try {
+      check_output_constraint(r.output, cache);
+      return;
+    } catch (const ApiError& e) {
+      size_t i = 0;
+      while (i < r.functions.size() &&
+             !(r.functions[i].strict && !r.strict_given[i] && r.functions[i].param == e.param))
+        ++i;
+      if (i == r.functions.size()) throw;
+      r.functions[i].strict = false;
+      r.output = messages_constraint(r);
+    }
 }
 
 }  // namespace tps

@@ -21,6 +21,8 @@
 
 namespace tps {
 
+class ConstraintCache;
+
 struct MessagesRequest : GenerationRequest {
   Conversation conversation;
   // Each assistant turn of `messages`: its harmony messages
@@ -56,5 +58,11 @@ std::vector<HarmonyMessage> assistant_messages(const nlohmann::ordered_json& con
 
 // The output constraint for its tools, tool_choice and reasoning budget.
 OutputConstraint messages_constraint(const MessagesRequest& r);
+
+// Compiles r.output (on the request's thread, not the engine loop's). A
+// tool that did not ask for strict and whose schema the grammar engine
+// cannot hold gets any JSON object instead (Anthropic's non-strict tools are
+// best effort); one that asked is refused: ApiError naming its input_schema.
+void compile_messages_constraint(MessagesRequest& r, ConstraintCache& cache);
 
 }  // namespace tps
