@@ -273,6 +273,11 @@ TEST(GeneratedTurns, AFollowUpBeginsWithTheGeneratedIds) {
   before.insert(before.end(), call.begin(), call.end());
   ASSERT_GE(second.size(), before.size());
   EXPECT_TRUE(std::equal(before.begin(), before.end(), second.begin())) << "turn 1's prompt and output, as they were";
+  // The same content generated again with other ids: the latest are kept.
+  std::vector<MessageIds> other = out.messages();
+  other.back().ids.insert(other.back().ids.end() - 1, harmony::kEnd);
+  turns.put(assistant_turn_key(assistant_messages(out.content(), "content")), other);
+  EXPECT_EQ(turns.find(assistant_turn_key(assistant_messages(out.content(), "content")))->back().ids, other.back().ids);
   // Without the store, the text encoded again: the same prompt up to the call's arguments, not past them.
   const std::vector<int32_t> again = render_prompt(follow, encode, none, tail);
   EXPECT_FALSE(std::equal(before.begin(), before.end(), again.begin()));

@@ -12,7 +12,13 @@ void GeneratedTurns::put(const std::string& key, std::vector<MessageIds> message
   const size_t bytes = bytes_of(key, messages);
   if (bytes > max_bytes_) return;
   std::lock_guard<std::mutex> lock(m_);
-  if (turns_.contains(key)) return;  // the same content: the ids first generated for it stay
+  // The same content generated again (other ids, as sampling may give):
+  // the latest ids, whose KV blocks are the likelier to be cached.
+  if (const auto same = turns_.find(key); same != turns_.end()) {
+    bytes_ += bytes - bytes_of(same->first, same->second);
+    same->second = std::move(messages);
+    return;
+  }
   while (!order_.empty() && (turns_.size() >= max_turns_ || bytes_ + bytes > max_bytes_)) {
     const auto oldest = turns_.find(order_.front());
     bytes_ -= bytes_of(oldest->first, oldest->second);
