@@ -521,7 +521,7 @@ def main():
         run = subprocess.run([args.node, os.path.join(args.reference, "messages_client.mjs"), base, KEY,
                               server.model_id], timeout=300)
         if run.returncode != 0:
-            fail("Anthropic's client's Messages API checks")
+            fail("Anthropic's client's Messages API checks; the server's last lines:\n" + "".join(server.log[-20:]))
         ok(f"the Messages API checks took {time.time() - t0:.1f} s")
         status, _, _ = server.request("GET", "/v1/models", key=None, headers={"x-api-key": KEY})
         if status != 200:
