@@ -10,6 +10,7 @@
 #include "serve/chat/chat_endpoint.h"
 #include "serve/http/api_error.h"
 #include "serve/http/connection_server.h"
+#include "serve/messages/messages_endpoint.h"
 #include "serve/responses/responses_endpoint.h"
 #include "serve/web_page.h"  // generated: the embedded web page
 
@@ -18,6 +19,13 @@ namespace tps {
 using nlohmann::json;
 
 namespace {
+
+// The Messages API's clients read Anthropic's error bodies, on its routes
+// and on what is refused before any route runs.
+ErrorShape error_shape_of(const std::string& path) {
+  return path.starts_with("/v1/messages") ? ErrorShape::anthropic : ErrorShape::openai;
+}
+
 const char* const kConstraintGaveUp =
     "the output's constraint (response_format, text.format, strict tools or tool_choice) needed more work for one "
     "token than the per-token limit allows: its schema or grammar can match in too many ways at once; simplify it";
@@ -70,26 +78,31 @@ void Server::ready(Generator& generator, const Tokenizer& tokenizer, const ApiLi
 void Server::route() {
   httplib::Server& s = *http_;
   routes_ = std::make_unique<Routes>(s, state_, metrics_.requests());
+  // The key as OpenAI's clients send it (Authorization: Bearer) or as
+  // Anthropic's do (x-api-key; Claude Code sends Bearer when given an auth
+  // token), on every route; the refusal in the shape of the route's API.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt_.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
+    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key ||
+        req.get_header_value("x-api-key") == opt_.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
     send_json(res, 401,
-              ApiError(401, "a valid API key is needed (Authorization: Bearer KEY)", "", "authentication_error",
-                       "invalid_api_key")
-                  .body());
+              error_body(ApiError(401, "a valid API key is needed (Authorization: Bearer KEY, or x-api-key: KEY)", "",
+                                  "authentication_error", "invalid_api_key"),
+                         error_shape_of(req.path)));
     metrics_.request(req.path, 401);
     return httplib::Server::HandlerResponse::Handled;
   });
   // What httplib answers itself (no route, a body too large, ...) gets an
-  // OpenAI-style body too.
+  // error body too.
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const std::string message =
         res.status == 404 ? "no such route: " + req.method + " " + req.path : cat("HTTP status ", res.status);
     send_json(
         res, res.status,
-        ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error").body());
+        error_body(ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error"),
+                   error_shape_of(req.path)));
   });
   // Not counted (nor wrapped): what monitors and the web page poll.
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -124,6 +137,7 @@ void Server::route() {
   });
   add_chat_routes(*routes_, api_);
   add_responses_routes(*routes_, api_, responses_);
+  add_messages_routes(*routes_, api_, messages_);
 }
 
 std::shared_ptr<Job> Server::submit(std::vector<int32_t> prompt, const GenerationRequest& r, const char* param) {

@@ -12,7 +12,7 @@
 // serve/responses/responses_endpoint.h), GET /v1/models, GET /health (503
 // "loading" until the model is ready), GET /metrics (Prometheus), GET
 // /v1/status (the web page's panel; both from serve/metrics.h's table), GET
-// / (the web page). With an API key, /v1/* need "Authorization: Bearer KEY".
+// / (the web page). With an API key, /v1/* need "Authorization: Bearer KEY" or "x-api-key: KEY".
 //
 // Serving: a bounded queue (503 with Retry-After when full), a time limit
 // per request, a client that goes away frees its sequence at the next step,
@@ -33,6 +33,7 @@
 #include "engine/text/tokenizer.h"
 #include "serve/api/job.h"
 #include "serve/http/route.h"
+#include "serve/messages/generated_turns.h"
 #include "serve/metrics.h"
 #include "serve/responses/response_store.h"
 
@@ -105,6 +106,7 @@ class Server : JobQueue {
   Metrics metrics_;
   std::unique_ptr<Routes> routes_;
   ResponseStore responses_;
+  GeneratedTurns messages_;  // the Messages API's turns, for its follow-ups' prompts
 
   std::mutex inbox_m_;
   std::condition_variable inbox_cv_;

@@ -11,6 +11,7 @@ set(tps_room_probes
   "serve_api_includes_chat      tps_serve_api         serve/chat/chat_request.h"
   "serve_chat_includes_responses tps_serve_chat       serve/responses/response_store.h"
   "serve_responses_includes_chat tps_serve_responses  serve/chat/chat_text.h"
+  "serve_messages_includes_responses tps_serve_messages serve/responses/response_store.h"
   "serve_chat_includes_api      tps_serve_chat        -")
 foreach(line IN LISTS tps_room_probes)
   string(REGEX REPLACE " +" ";" fields "${line}")

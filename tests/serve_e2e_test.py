@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`mpirun -np 2 tpsrun serve` end to end, on loopback, bounded in requests and
 time: OpenAI's official client (tests/reference/openai_client.mjs, and
-tests/reference/responses_client.mjs for the Responses API), the web
+tests/reference/responses_client.mjs for the Responses API), Anthropic's
+(tests/reference/messages_client.mjs, the Messages API), the web
 page in headless chromium (tests/reference/web_page.mjs), every kind of bad
 input answered with its status and an OpenAI-style JSON error while the
 server goes on serving, what a hostile client tries (nesting, pipelining,
@@ -516,6 +517,16 @@ def main():
         if run.returncode != 0:
             fail("the openai client's Responses API checks")
         ok(f"the Responses API checks took {time.time() - t0:.1f} s")
+        t0 = time.time()
+        run = subprocess.run([args.node, os.path.join(args.reference, "messages_client.mjs"), base, KEY,
+                              server.model_id], timeout=300)
+        if run.returncode != 0:
+            fail("Anthropic's client's Messages API checks; the server's last lines:\n" + "".join(server.log[-20:]))
+        ok(f"the Messages API checks took {time.time() - t0:.1f} s")
+        status, _, _ = server.request("GET", "/v1/models", key=None, headers={"x-api-key": KEY})
+        if status != 200:
+            fail(f"GET /v1/models with x-api-key: {status}")
+        ok("x-api-key is accepted on every route (GET /v1/models)")
         if not args.no_browser:
             run = subprocess.run([args.node, os.path.join(args.reference, "web_page.mjs"), base, KEY, "2"],
                                  timeout=300)

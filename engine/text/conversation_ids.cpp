@@ -58,4 +58,32 @@ std::vector<int32_t> join_prompt(const std::vector<int32_t>& header, const std::
   return out;
 }
 
+void OutputMessages::close(bool ended) {
+  if (ids_.empty()) return;
+  if (!ended) ids_.push_back(harmony::kEnd);
+  messages_.push_back({std::move(ids_), kind_});
+  ids_.clear();
+  kind_ = MessageKind::other;
+}
+
+void OutputMessages::push(int32_t id, const std::string& piece) {
+  using namespace harmony;
+  const HarmonyStream::Step step = harmony_.push(id, piece);
+  if (step.part == HarmonyStream::Part::raw && !is_stop_token(id))
+    kind_ = MessageKind::final;  // output that does not follow harmony is shown as the answer
+  else if (step.part == HarmonyStream::Part::content && kind_ == MessageKind::other) {
+    const HarmonyItem item = classify(*step.message);
+    kind_ = item.kind == HarmonyItem::Kind::reasoning ? MessageKind::analysis
+            : item.kind == HarmonyItem::Kind::final   ? MessageKind::final
+                                                      : MessageKind::other;
+  }
+  ids_.push_back(id == kReturn || id == kEndOfText ? kEnd : id);
+  if (id == kEnd || id == kReturn || id == kCall || id == kEndOfText) close(true);
+}
+
+const std::vector<MessageIds>& OutputMessages::finish() {
+  close(false);
+  return messages_;
+}
+
 }  // namespace tps

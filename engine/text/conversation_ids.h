@@ -44,6 +44,27 @@ RenderedConversation render_parts(const Conversation& c, const EncodeText& encod
 // Drops the analysis messages that come before the last final message.
 void drop_earlier_reasoning(std::vector<MessageIds>& messages);
 
+// The model's output cut into messages for the next turn's prompt, token by
+// token: the first continues the prompt's tail ("<|start|>assistant"), a
+// <|return|> (or <|endoftext|>) becomes <|end|> as harmony stores history,
+// <|call|> stays, and finish() closes an unfinished message with <|end|>.
+// Every API that keeps a conversation's ids cuts its output here.
+class OutputMessages {
+ public:
+  explicit OutputMessages(std::vector<int32_t> tail) : ids_(std::move(tail)) {}
+  // A generated token and its text (the message's header is read from it).
+  void push(int32_t id, const std::string& piece);
+  const std::vector<MessageIds>& finish();
+  const std::vector<MessageIds>& messages() const { return messages_; }
+
+ private:
+  void close(bool ended);
+  HarmonyStream harmony_;
+  std::vector<int32_t> ids_;  // the message being cut
+  MessageKind kind_ = MessageKind::other;
+  std::vector<MessageIds> messages_;
+};
+
 // header + each message + tail.
 std::vector<int32_t> join_prompt(const std::vector<int32_t>& header, const std::vector<MessageIds>& messages,
                                  const std::vector<int32_t>& tail);

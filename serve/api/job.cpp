@@ -29,7 +29,7 @@ void Job::stream(std::shared_ptr<Job> job, httplib::Response& res, bool http10, 
     }
     bool finished = false;
     std::deque<Pick> picks = job->take(10.0, finished);
-    if (picks.empty() && !finished) return write(": keep-alive\n\n");
+    if (picks.empty() && !finished) return write(events.idle ? events.idle() : ": keep-alive\n\n");
     std::string out;
     for (const Pick& p : picks) out += events.token(p);
     if (finished) out += events.closing();

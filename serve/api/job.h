@@ -31,11 +31,13 @@ class Tokenizer;
 
 // What a streamed answer writes: the events before any token, those of each
 // token, and the last ones once the job ended (job.error says whether it
-// failed).
+// failed); while nothing comes, what keeps the connection alive (absent: an
+// SSE comment; the Messages API sends its `ping` event).
 struct JobEvents {
   std::function<std::string()> opening;
   std::function<std::string(const Pick&)> token;
   std::function<std::string()> closing;
+  std::function<std::string()> idle = {};
 };
 
 struct Job {

@@ -29,34 +29,14 @@ nlohmann::json ChatText::logprob_entry(const Pick& p) const {
 }
 
 void ChatText::add_content(const std::string& text, Delta& d) {
-  if (stopped_ || text.empty()) return;
-  std::string buffer = held_ + text;
-  size_t cut = std::string::npos;
-  for (const std::string& s : stop_) cut = std::min(cut, buffer.find(s));
-  if (cut != std::string::npos) {
-    d.content += buffer.substr(0, cut);
-    content_ += buffer.substr(0, cut);
-    held_.clear();
-    stopped_ = true;
-    return;
-  }
-  // Hold back the longest end of the text that could start a stop string.
-  size_t keep = 0;
-  for (const std::string& s : stop_)
-    for (size_t n = std::min(s.size() - 1, buffer.size()); n > keep; --n)
-      if (buffer.compare(buffer.size() - n, n, s, 0, n) == 0) {
-        keep = n;
-        break;
-      }
-  held_ = buffer.substr(buffer.size() - keep);
-  const std::string out = buffer.substr(0, buffer.size() - keep);
-  d.content += out;
-  content_ += out;
+  const std::string shown = stop_.push(text);
+  d.content += shown;
+  content_ += shown;
 }
 
 ChatText::Delta ChatText::push(const Pick& p) {
   Delta d;
-  if (stopped_) return d;
+  if (stop_.stopped()) return d;
   const std::string& bytes = tok_.token_bytes(p.id);
   const HarmonyStream::Step step =
       chat_ ? harmony_.push(p.id, bytes) : HarmonyStream::Step{HarmonyStream::Part::raw, nullptr, bytes};
@@ -103,11 +83,9 @@ ChatText::Delta ChatText::finish() {
   Delta d;
   reasoning_ += d.reasoning = reasoning_stream_.flush();
   add_content(content_stream_.flush(), d);
-  if (!stopped_) {
-    d.content += held_;
-    content_ += held_;
-    held_.clear();
-  }
+  const std::string held = stop_.flush();
+  d.content += held;
+  content_ += held;
   return d;
 }
 

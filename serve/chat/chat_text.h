@@ -16,6 +16,7 @@
 #include "engine/sched/pick.h"
 #include "engine/text/harmony.h"
 #include "engine/text/tokenizer.h"
+#include "serve/api/stop_strings.h"
 
 namespace tps {
 
@@ -43,7 +44,7 @@ class ChatText {
   // The end: what was held back.
   Delta finish();
   // A stop string was found: the content is complete.
-  bool stopped() const { return stopped_; }
+  bool stopped() const { return stop_.stopped(); }
 
   const std::string& reasoning() const { return reasoning_; }
   const std::string& content() const { return content_; }
@@ -57,14 +58,14 @@ class ChatText {
 
   const Tokenizer& tok_;
   bool chat_;
-  std::vector<std::string> stop_;
+  StopStrings stop_;
   int top_logprobs_;
   std::string call_id_prefix_;
   HarmonyStream harmony_;
   Utf8Stream reasoning_stream_, content_stream_, args_stream_;
-  std::string reasoning_, content_, held_;  // held_: content that may begin a stop string
+  std::string reasoning_, content_;
   std::vector<ToolCall> calls_;
-  bool stopped_ = false, in_call_ = false;
+  bool in_call_ = false;
   int reasoning_tokens_ = 0;
   nlohmann::json logprobs_ = nlohmann::json::array();
 };

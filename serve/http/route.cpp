@@ -18,8 +18,8 @@ void send_ordered_json(httplib::Response& res, int status, const nlohmann::order
   res.set_content(json_text(body), "application/json");
 }
 
-RouteHandler Routes::answer(const char* label, RouteNeeds needs, RouteHandler handle) const {
-  return [this, label, needs, handle = std::move(handle)](const httplib::Request& req, httplib::Response& res) {
+RouteHandler Routes::answer(const char* label, RouteNeeds needs, RouteHandler handle, ErrorShape shape) const {
+  return [this, label, needs, shape, handle = std::move(handle)](const httplib::Request& req, httplib::Response& res) {
     try {
       if (needs != RouteNeeds::nothing && !state_.ready) throw ApiError(503, "Loading model", "", "unavailable_error");
       if (needs == RouteNeeds::new_work && state_.stopping)
@@ -27,9 +27,9 @@ RouteHandler Routes::answer(const char* label, RouteNeeds needs, RouteHandler ha
       handle(req, res);
     } catch (const ApiError& e) {
       if (e.status == 503) res.set_header("Retry-After", "1");
-      send_json(res, e.status, e.body());
+      send_json(res, e.status, error_body(e, shape));
     } catch (const std::exception& e) {
-      send_json(res, 500, ApiError(500, cat("internal error: ", e.what()), "", "server_error").body());
+      send_json(res, 500, error_body(ApiError(500, cat("internal error: ", e.what()), "", "server_error"), shape));
     }
     counts_.add(label, res.status);
   };
@@ -39,8 +39,9 @@ void Routes::get(const std::string& pattern, const char* label, RouteNeeds needs
   server_.Get(pattern, answer(label, needs, std::move(handle)));
 }
 
-void Routes::post(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle) {
-  server_.Post(pattern, answer(label, needs, std::move(handle)));
+void Routes::post(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle,
+                  ErrorShape shape) {
+  server_.Post(pattern, answer(label, needs, std::move(handle), shape));
 }
 
 void Routes::remove(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle) {

@@ -1,7 +1,7 @@
 // How every route of the server answers, whatever API it belongs to:
 //   - in JSON (send_json), bytes that are not UTF-8 as U+FFFD;
 //   - through answer(): the handler throws an ApiError for its status and
-//     OpenAI error body (503s say Retry-After: 1), anything else is a 500
+//     error body (OpenAI's, or Anthropic's for the Messages API) (503s say Retry-After: 1), anything else is a 500
 //     "internal error"; a route that needs the model is refused 503 while
 //     it loads, one that takes new work also while the server stops; and
 //     the answer is counted under the route's label (request_counts.h).
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "serve/http/api_error.h"
 #include "serve/http/request_counts.h"
 
 namespace httplib {
@@ -51,12 +52,15 @@ class Routes {
 
   // pattern: httplib's (a regex for a path with ids); label: the route as
   // counted ("/v1/responses/{id}").
+  // shape: the error bodies' (the Messages API's are Anthropic's).
   void get(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle);
-  void post(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle);
+  void post(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle,
+            ErrorShape shape = ErrorShape::openai);
   void remove(const std::string& pattern, const char* label, RouteNeeds needs, RouteHandler handle);
 
   // The wrapper itself.
-  RouteHandler answer(const char* label, RouteNeeds needs, RouteHandler handle) const;
+  RouteHandler answer(const char* label, RouteNeeds needs, RouteHandler handle,
+                      ErrorShape shape = ErrorShape::openai) const;
 
  private:
   httplib::Server& server_;

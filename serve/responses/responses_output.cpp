@@ -1,7 +1,7 @@
 #include "serve/responses/responses_output.h"
 
 #include "engine/text/harmony_item.h"
-#include "serve/responses/reasoning_blob.h"
+#include "serve/api/reasoning_blob.h"
 
 namespace tps {
 
@@ -9,15 +9,15 @@ using json = nlohmann::ordered_json;
 
 ResponseOutput::ResponseOutput(const Tokenizer& tokenizer, std::string ids, std::vector<int32_t> tail,
                                ReasoningItems reasoning)
-    : tok_(tokenizer), ids_(std::move(ids)), reasoning_(reasoning), message_ids_(std::move(tail)) {}
+    : tok_(tokenizer), ids_(std::move(ids)), reasoning_(reasoning), messages_(std::move(tail)) {}
 
 json ResponseOutput::part() const {
   if (type_ == Type::reasoning) return {{"type", "reasoning_text"}, {"text", text_}};
   return {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}, {"logprobs", json::array()}};
 }
 
-void ResponseOutput::open(Type type, MessageKind kind, const std::string& name, std::vector<json>& events) {
-  open_ = true, type_ = type, kind_ = kind;
+void ResponseOutput::open(Type type, const std::string& name, bool final, std::vector<json>& events) {
+  open_ = true, type_ = type;
   text_.clear();
   const std::string index = std::to_string(items_.size());
   switch (type) {
@@ -27,7 +27,7 @@ void ResponseOutput::open(Type type, MessageKind kind, const std::string& name, 
                {"status", "in_progress"},
                {"role", "assistant"},
                {"content", json::array()}};
-      if (kind != MessageKind::final) item_["phase"] = "commentary";
+      if (!final) item_["phase"] = "commentary";
       break;
     case Type::reasoning:
       item_ = {{"id", "rs_" + ids_ + "_" + index},
@@ -104,25 +104,13 @@ void ResponseOutput::close(const char* status, std::vector<json>& events) {
   open_ = false;
 }
 
-void ResponseOutput::close_message_ids(bool ended) {
-  if (message_ids_.empty()) return;
-  if (!ended) message_ids_.push_back(harmony::kEnd);
-  messages_.push_back({std::move(message_ids_), kind_});
-  message_ids_.clear();
-  kind_ = MessageKind::other;
-}
-
 std::vector<json> ResponseOutput::push(int32_t id) {
-  using namespace harmony;
   std::vector<json> events;
-  // History keeps <|end|> where the turn ended (harmony: a trailing
-  // <|return|> becomes <|end|>); <|call|> stays.
-  const bool ends = id == kEnd || id == kReturn || id == kCall || id == kEndOfText;
-  message_ids_.push_back(id == kReturn || id == kEndOfText ? kEnd : id);
   const std::string& bytes = tok_.token_bytes(id);
+  messages_.push(id, bytes);
   const HarmonyStream::Step step = harmony_.push(id, bytes);
   if (step.part == HarmonyStream::Part::raw && !is_stop_token(id)) {
-    if (!open_) open(Type::message, MessageKind::final, "", events);
+    if (!open_) open(Type::message, "", true, events);
     add(stream_.push(step.raw), events);
   } else if (step.part == HarmonyStream::Part::control && open_) {
     close("completed", events);
@@ -130,24 +118,22 @@ std::vector<json> ResponseOutput::push(int32_t id) {
     if (!open_) {
       const HarmonyItem item = classify(*step.message);
       if (item.kind == HarmonyItem::Kind::call)
-        open(Type::function_call, MessageKind::other, item.function, events);
+        open(Type::function_call, item.function, false, events);
       else if (item.kind == HarmonyItem::Kind::reasoning)
-        open(Type::reasoning, MessageKind::analysis, "", events);
+        open(Type::reasoning, "", false, events);
       else
-        open(Type::message, item.kind == HarmonyItem::Kind::final ? MessageKind::final : MessageKind::other, "",
-             events);
+        open(Type::message, "", item.kind == HarmonyItem::Kind::final, events);
     }
     if (type_ == Type::reasoning) ++reasoning_tokens_;
     add(stream_.push(bytes), events);
   }
-  if (ends) close_message_ids(true);
   return events;
 }
 
 std::vector<json> ResponseOutput::finish(bool incomplete) {
   std::vector<json> events;
   if (open_) close(incomplete ? "incomplete" : "completed", events);
-  close_message_ids(false);
+  messages_.finish();
   return events;
 }
 

@@ -10,10 +10,8 @@
 // without sequence numbers: the stream numbers them. Text is never split
 // inside a UTF-8 character.
 //
-// It also cuts the output's token ids into messages (MessageIds) for the
-// next turn: the first continues the prompt's "<|start|>assistant" (the
-// tail), the last one's <|return|> becomes <|end|> and an unfinished one is
-// closed with <|end|>, as harmony stores history.
+// It also cuts the output's token ids into messages for the next turn
+// (OutputMessages, engine/text/conversation_ids.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -26,7 +24,7 @@
 
 namespace tps {
 
-// Whether reasoning items also carry encrypted_content (serve/responses/reasoning_blob.h),
+// Whether reasoning items also carry encrypted_content (serve/api/reasoning_blob.h),
 // as a request's include: ["reasoning.encrypted_content"] asks.
 enum class ReasoningItems { text, text_and_blob };
 
@@ -46,14 +44,14 @@ class ResponseOutput {
   int reasoning_tokens() const { return reasoning_tokens_; }
   bool called() const { return called_; }  // a function_call is among the items
   // After finish(): the output's messages with their ids.
-  const std::vector<MessageIds>& messages() const { return messages_; }
+  const std::vector<MessageIds>& messages() const { return messages_.messages(); }
 
  private:
   enum class Type { message, reasoning, function_call };
-  void open(Type type, MessageKind kind, const std::string& name, std::vector<nlohmann::ordered_json>& events);
+  // final: a message of the final channel (else a commentary preamble); name: a call's function.
+  void open(Type type, const std::string& name, bool final, std::vector<nlohmann::ordered_json>& events);
   void add(const std::string& text, std::vector<nlohmann::ordered_json>& events);
   void close(const char* status, std::vector<nlohmann::ordered_json>& events);
-  void close_message_ids(bool ended);
   nlohmann::ordered_json part() const;
 
   const Tokenizer& tok_;
@@ -69,10 +67,7 @@ class ResponseOutput {
   Utf8Stream stream_;
   int reasoning_tokens_ = 0;
   bool called_ = false;
-  // The output message being cut, and those cut.
-  std::vector<int32_t> message_ids_;
-  MessageKind kind_ = MessageKind::other;
-  std::vector<MessageIds> messages_;
+  OutputMessages messages_;  // the output cut into messages
 };
 
 }  // namespace tps

@@ -10,9 +10,9 @@
 #include "engine/sched/constraint.h"
 #include "runtime/error.h"
 #include "serve/api/json_fields.h"
+#include "serve/api/reasoning_blob.h"
 #include "serve/api/request_fields.h"
 #include "serve/api/tool_schema.h"
-#include "serve/responses/reasoning_blob.h"
 
 namespace tps {
 

@@ -7,7 +7,7 @@
 // flat shape, namespaces of them, hosted tools left out; tool_choice; text.format, strict tools and tool_choice as the
 // output constraint (serve/api/output_constraint.h); sampling,
 // max_output_tokens, reasoning.effort, store, previous_response_id,
-// include (reasoning.encrypted_content: serve/responses/reasoning_blob.h), stream.
+// include (reasoning.encrypted_content: serve/api/reasoning_blob.h), stream.
 // Fields the API defines that would change the answer and that tps does not
 // do are refused by name.
 #pragma once

@@ -1,4 +1,4 @@
-#include "serve/responses/reasoning_blob.h"
+#include "serve/api/reasoning_blob.h"
 
 #include "runtime/base64.h"
 

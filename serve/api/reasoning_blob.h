@@ -1,5 +1,6 @@
 // A reasoning item's `encrypted_content` (the Responses API's
-// include: ["reasoning.encrypted_content"]): what lets a client that keeps
+// include: ["reasoning.encrypted_content"]) and a thinking block's
+// `signature` (the Messages API's): what lets a client that keeps
 // no state on the server (store: false; Codex and other agents) hand a
 // turn's reasoning back with its next request, which harmony keeps in the
 // prompt while a turn of function calls goes on. OpenAI's is encrypted
