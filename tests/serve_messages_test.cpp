@@ -165,12 +165,13 @@ TEST(MessagesRequest, AToolTheEngineCannotHoldIsHeldAsAnObjectUnlessStrict) {
                         "messages": [{"role": "user", "content": "x"}]})");
   };
   MessagesRequest best = parse_messages_request(body(""), kLimits);
-  compile_messages_constraint(best, cache);
-  EXPECT_TRUE(best.functions[0].strict);  // get_weather's schema is held
-  EXPECT_FALSE(best.functions[1].strict);
+  check_output_constraint(best.output, cache);
+  const nlohmann::json spec = nlohmann::json::parse(best.output.spec);
+  EXPECT_EQ(spec["tools"][0]["schema"]["required"], nlohmann::json::array({"city"}));  // get_weather's is held
+  EXPECT_TRUE(spec["tools"][1]["schema"].is_null());                                   // code's: any object
   MessagesRequest strict = parse_messages_request(body(R"("strict": true, )"), kLimits);
   try {
-    compile_messages_constraint(strict, cache);
+    check_output_constraint(strict.output, cache);
     ADD_FAILURE() << "a strict tool the engine cannot hold was taken";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.param, "tools[1].input_schema") << e.what();

@@ -71,7 +71,7 @@ void create_message(const ApiContext& api, GeneratedTurns& turns, const std::str
   std::vector<int32_t> tail;
   std::vector<int32_t> prompt = render_prompt(
       r, [&tok](const std::string& s) { return tok.encode(s); }, turns, tail);
-  compile_messages_constraint(r, *api.constraints);  // here, not on the engine loop
+  check_output_constraint(r.output, *api.constraints);  // compiled here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = api.jobs->submit(std::move(prompt), r, "messages");
   auto turn = std::make_shared<Turn>(tok, cat(instance, std::hex, (*api.next_id)++), std::move(tail), r);

@@ -115,9 +115,9 @@ void read_tools(const json& body, const ApiLimits& limits, MessagesRequest& r) {
     json f = {{"name", name}, {"parameters", *schema}};
     if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
     chat_shape.push_back({{"type", "function"}, {"function", f}});
+    // Not strict: held to its schema when the engine can (output_constraint.h).
     r.functions.push_back(
-        {name, boolean_field(t, "strict", true, param + ".strict"), *schema, param + ".input_schema"});
-    r.strict_given.push_back(t.contains("strict") && !t["strict"].is_null());
+        {name, boolean_field(t, "strict", false, param + ".strict"), *schema, param + ".input_schema"});
   }
   if (r.choice.mode != ToolChoice::Mode::none && !chat_shape.empty())
     r.conversation.functions = render_functions(chat_shape, limits.prompt_bytes());
@@ -275,10 +275,6 @@ std::string assistant_turn_key(const std::vector<HarmonyMessage>& messages) {
   return json_text(key);
 }
 
-OutputConstraint messages_constraint(const MessagesRequest& r) {
-  return harmony_turn_constraint({}, nullptr, r.functions, r.choice, r.reasoning_budget);
-}
-
 MessagesRequest parse_messages_request(const json& body, const ApiLimits& limits, bool count_only) {
   if (!body.is_object()) throw bad_param("", "the request body must be a JSON object");
   MessagesRequest r;
@@ -309,26 +305,12 @@ MessagesRequest parse_messages_request(const json& body, const ApiLimits& limits
   read_messages(body, r);
   const int budget = effort_budget(r.conversation.reasoning, max > 0 ? static_cast<int>(max) : limits.context);
   r.reasoning_budget = r.thinking_budget > 0 ? std::min(budget, r.thinking_budget) : budget;
-  r.output = messages_constraint(r);
+  // The final answer is free unless the server holds it (serve --grammar).
+  r.output = harmony_turn_constraint({}, limits.default_final, r.functions, r.choice, r.reasoning_budget);
   size_t bytes = r.conversation.instructions.size() + r.conversation.functions.size();
   for (const HarmonyMessage& m : r.conversation.messages) bytes += m.content.size();
   check_prompt_bytes(bytes, limits, "messages");
   return r;
-}
-
-void compile_messages_constraint(MessagesRequest& r, ConstraintCache& cache) {
-  for (;;) try {
-      check_output_constraint(r.output, cache);
-      return;
-    } catch (const ApiError& e) {
-      size_t i = 0;
-      while (i < r.functions.size() &&
-             !(r.functions[i].strict && !r.strict_given[i] && r.functions[i].param == e.param))
-        ++i;
-      if (i == r.functions.size()) throw;
-      r.functions[i].strict = false;
-      r.output = messages_constraint(r);
-    }
 }
 
 }  // namespace tps

@@ -36,10 +36,10 @@ struct MessagesRequest : GenerationRequest {
   bool show_thinking = true;  // thinking: disabled hides it
   int thinking_budget = 0;    // thinking.budget_tokens; 0: the effort's
   // The tools, each held to its input_schema when the grammar engine can
-  // (tool.strict absent: best effort, as Anthropic's non-strict tools are)
-  // or must (strict: true); tool_choice; the analysis's budget.
+  // (tool.strict absent: best effort, as Anthropic's non-strict tools are;
+  // check_output_constraint) or must (strict: true); tool_choice; the
+  // analysis's budget.
   std::vector<OfferedFunction> functions;
-  std::vector<bool> strict_given;  // per tool
   ToolChoice choice;
   int reasoning_budget = 0;
 };
@@ -55,14 +55,5 @@ std::string assistant_turn_key(const std::vector<HarmonyMessage>& messages);
 // The harmony messages of an assistant turn's content blocks (a response's
 // own content reads back the same way). Throws ApiError naming `param`.
 std::vector<HarmonyMessage> assistant_messages(const nlohmann::ordered_json& content, const std::string& param);
-
-// The output constraint for its tools, tool_choice and reasoning budget.
-OutputConstraint messages_constraint(const MessagesRequest& r);
-
-// Compiles r.output (on the request's thread, not the engine loop's). A
-// tool that did not ask for strict and whose schema the grammar engine
-// cannot hold gets any JSON object instead (Anthropic's non-strict tools are
-// best effort); one that asked is refused: ApiError naming its input_schema.
-void compile_messages_constraint(MessagesRequest& r, ConstraintCache& cache);
 
 }  // namespace tps
