@@ -82,7 +82,11 @@ def start_server(args, tmp):
 
 def codex(args, home, work, *words):
     binary = os.path.join(os.path.abspath(args.reference), "node_modules", ".bin", "codex")
-    run = subprocess.run([binary, "exec", "--skip-git-repo-check", "-c", 'model_reasoning_effort="low"', *words],
+    # Loopback only: with apps, plugins and in-app updates on, Codex looks
+    # github.com up at start (strace: a DNS query, then connections to
+    # 127.0.0.1 only); with them off it resolves and connects to nothing else.
+    run = subprocess.run([binary, "exec", "--skip-git-repo-check", "--disable", "apps", "--disable", "plugins",
+                          "--disable", "in_app_updates", "-c", 'model_reasoning_effort="low"', *words],
                          cwd=work, env=dict(os.environ, CODEX_HOME=home), capture_output=True, text=True,
                          timeout=600, stdin=subprocess.DEVNULL, start_new_session=True)
     said = run.stdout + run.stderr
@@ -109,7 +113,9 @@ def main():
             os.makedirs(home)
             os.makedirs(work)
             with open(os.path.join(home, "config.toml"), "w") as f:
-                f.write(f'model = "{model}"\nmodel_provider = "tps"\n\n[model_providers.tps]\nname = "tps"\n'
+                # Loopback only: no update check, no analytics.
+                f.write(f'model = "{model}"\nmodel_provider = "tps"\ncheck_for_update_on_startup = false\n\n'
+                        f'[analytics]\nenabled = false\n\n[model_providers.tps]\nname = "tps"\n'
                         f'base_url = "http://127.0.0.1:{port}/v1"\nwire_api = "responses"\n')
             t0 = time.time()
             codex(args, home, work, "Say hi.")

@@ -17,7 +17,7 @@ void add_unique(std::vector<int32_t>& set, int32_t id) {
 }
 
 constexpr int kProbeTokens = 4;
-constexpr uint64_t kProbeWork = 4 * Matcher::kWorkPerToken;
+constexpr uint64_t kProbeWork = 4 * Matcher::kWorkPerToken;  // all probes together: a few tokens' worth
 
 // The k-th token of a mask (k < its count).
 int32_t nth_token(const TokenSet& mask, int32_t k) {
