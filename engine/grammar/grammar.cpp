@@ -189,7 +189,9 @@ void Grammar::finish(int start) {
   std::function<void(int)> visit = [&](int r) {
     mark[r] = 1;
     for (int s : first[r]) {
-      if (mark[s] == 1) throw InputError(cat("grammar: rule ", names_[s], " is left-recursive"));
+      if (mark[s] == 1)  // named by where the request made it
+        throw InputError(cat(origins_[position_origins_[alternatives_[s][0]]],
+                             ": refers to itself before any text (left recursion)"));
       if (mark[s] == 0) visit(s);
     }
     mark[r] = 2;

@@ -90,7 +90,7 @@ class Grammar {
   int repeat(const std::string& name, Element e, int min, int max);
   // Sets the start rule and checks the grammar: every rule declared has an
   // alternative, no rule is left-recursive. Throws InputError naming the
-  // rule.
+  // rule's origin (set_origin: where in the request it came from).
   void finish(int start);
 
   int start() const { return start_; }
@@ -100,6 +100,8 @@ class Grammar {
   const std::vector<uint32_t>& alternatives(int rule) const { return alternatives_[rule]; }
   const Position& at(uint32_t pos) const { return positions_[pos]; }
   uint32_t positions() const { return static_cast<uint32_t>(positions_.size()); }
+  // The positions a request's grammar may have (what compilers refuse past).
+  static constexpr uint32_t kMaxPositions = 400'000;
   const ByteSet& byte_set(uint32_t i) const { return byte_sets_[i]; }
   struct Loop {
     ByteDfa dfa;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/grammar/json_text.h"
+#include "engine/grammar/matcher.h"
 #include "engine/grammar/pattern.h"
 #include "runtime/error.h"
 
@@ -51,8 +52,11 @@ const std::set<std::string> kRefused = {"not",
                                         "$dynamicAnchor",
                                         "$recursiveAnchor"};
 constexpr int kMaxDepth = 64;
-constexpr uint32_t kMaxPositions = 400'000;
+constexpr uint32_t kMaxPositions = Grammar::kMaxPositions;
 constexpr int kMaxCount = 1000;  // minItems, maxItems (bounded ones), maxLength: 10 x this
+// The matcher's work all of an enum's values may take to be checked
+// against the keywords beside it: a few tokens' worth (matcher.h).
+constexpr uint64_t kCheckWork = 4 * Matcher::kWorkPerToken;
 
 std::string at(const std::string& path) { return cat("schema at ", path.empty() ? "/" : path); }
 
@@ -103,22 +107,7 @@ class SchemaCompiler {
         }
         return r;
       }
-    if (s.contains("const")) return text_.value(s["const"]);
-    if (s.contains("enum")) {
-      const json& values = s["enum"];
-      if (!values.is_array() || values.empty()) throw InputError(cat(at(path), ": 'enum' must be a non-empty array"));
-      OriginScope keyword(g_, cat(at(path), ": 'enum'"));
-      std::vector<std::string> texts;
-      try {
-        for (const json& v : values) texts.push_back(v.dump());
-      } catch (const json::exception& e) {
-        throw InputError(cat(at(path), ": 'enum' holds a value that is not valid JSON text (", e.what(), ")"));
-      }
-      const int r = g_.one_of("enum", std::move(texts));
-      if (g_.positions() > kMaxPositions)
-        throw InputError(cat(at(path), ": 'enum' makes a grammar of over ", kMaxPositions, " positions"));
-      return r;
-    }
+    if (s.contains("const") || s.contains("enum")) return listed(s, path, depth);
     std::vector<std::string> types = types_of(s, path);
     if (types.empty()) return text_.any_value();
     const int r = g_.declare("type");
@@ -127,6 +116,41 @@ class SchemaCompiler {
   }
 
  private:
+  // const or enum: the values listed that the keywords beside them accept
+  // (each value's text matched against the rest of the schema compiled on
+  // its own), so a value the schema rejects is never written.
+  int listed(const json& s, const std::string& path, int depth) {
+    const char* key = s.contains("const") ? "const" : "enum";
+    OriginScope keyword(g_, cat(at(path), ": '", key, "'"));
+    const json values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+    if (!values.is_array() || values.empty()) throw InputError(cat(at(path), ": 'enum' must be a non-empty array"));
+    std::vector<std::string> texts;
+    try {
+      for (const json& v : values) texts.push_back(v.dump());
+    } catch (const json::exception& e) {
+      throw InputError(cat(at(path), ": '", key, "' holds a value that is not valid JSON text (", e.what(), ")"));
+    }
+    if (has_siblings(s, key)) {
+      Grammar rest;
+      const int r = SchemaCompiler(rest, root_).compile(without(s, key), path, depth + 1);
+      rest.finish(r);
+      Matcher m(std::make_shared<const CompiledGrammar>(CompiledGrammar{std::move(rest), nullptr, {}}), kCheckWork);
+      uint64_t work = 0;
+      std::erase_if(texts, [&](const std::string& text) {
+        const bool kept = m.matches(text);
+        if ((work += m.work()) > kCheckWork)
+          throw InputError(cat(at(path), ": '", key, "' has too many values to check against the keywords beside it"));
+        return !kept;
+      });
+      if (texts.empty())
+        throw InputError(cat(at(path), ": no value of '", key, "' satisfies the keywords beside it, so nothing can"));
+    }
+    const int r = g_.one_of(key, std::move(texts));
+    if (g_.positions() > kMaxPositions)
+      throw InputError(cat(at(path), ": '", key, "' makes a grammar of over ", kMaxPositions, " positions"));
+    return r;
+  }
+
   // A rule no text matches.
   int nothing() { return g_.sequence("nothing", {g_.bytes(ByteSet())}); }
 
@@ -493,10 +517,25 @@ class SchemaCompiler {
     bound("minimum", "exclusiveMinimum", lo, false);
     bound("maximum", "exclusiveMaximum", hi, true);
     if (!integer) return text_.number(lo, hi, at(path));
+    // Bounds past the integers written are refused, not dropped: a
+    // minimum above them leaves nothing to write (below them, the integers
+    // written all lie inside).
+    const double cap = static_cast<double>(JsonText::kLargestMagnitude);
     std::optional<int64_t> a, b;
-    constexpr double kCap = 1e15;
-    if (lo) a = static_cast<int64_t>(std::max(-kCap, lo->exclusive ? std::floor(lo->value) + 1 : std::ceil(lo->value)));
-    if (hi) b = static_cast<int64_t>(std::min(kCap, hi->exclusive ? std::ceil(hi->value) - 1 : std::floor(hi->value)));
+    if (lo) {
+      const double v = lo->exclusive ? std::floor(lo->value) + 1 : std::ceil(lo->value);
+      if (v > cap)
+        throw InputError(cat(at(path), ": '", lo->exclusive ? "exclusiveMinimum" : "minimum", "' ", lo->value,
+                             " on an integer: integers of up to 15 digits are written"));
+      a = static_cast<int64_t>(std::max(-cap, v));
+    }
+    if (hi) {
+      const double v = hi->exclusive ? std::ceil(hi->value) - 1 : std::floor(hi->value);
+      if (v < -cap)
+        throw InputError(cat(at(path), ": '", hi->exclusive ? "exclusiveMaximum" : "maximum", "' ", hi->value,
+                             " on an integer: integers of up to 15 digits are written"));
+      b = static_cast<int64_t>(std::min(cap, v));
+    }
     if (a && b && *a > *b) throw InputError(cat(at(path), ": no integer lies within the bounds"));
     return text_.integer(a, b);
   }

@@ -2,12 +2,14 @@
 // strict subset) to a grammar of the JSON texts it accepts, or a subset of
 // them (json_text.h says which choices narrow it).
 //
-// Honoured: type (one or several), enum, const, properties, required,
+// Honoured: type (one or several), enum and const (the values listed that
+// the keywords beside them accept too; none: refused), properties, required,
 // additionalProperties (false, true or a schema: extra members after the
 // listed ones), items, prefixItems (and draft 7's items array), minItems,
 // maxItems, minLength, maxLength, pattern (pattern.h's subset), format
 // (date-time, date, time, uuid, email), minimum, maximum, exclusiveMinimum,
-// exclusiveMaximum (whole numbers for `number`), anyOf, oneOf (when its
+// exclusiveMaximum (whole numbers for `number`; for `integer`, a bound past
+// the 15-digit integers written that leaves none is refused), anyOf, oneOf (when its
 // branches cannot both match: distinct types, or objects told apart by a
 // required property's const or enum), allOf (merged, when its branches are
 // objects or one constrains nothing the others do), $ref to anything in the

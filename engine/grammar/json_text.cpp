@@ -15,7 +15,7 @@ namespace {
 using Element = Grammar::Element;
 
 constexpr uint64_t kMaxDigits = 15;  // JavaScript reads up to 2^53 exactly
-const uint64_t kMaxMagnitude = 999'999'999'999'999;
+const uint64_t kMaxMagnitude = JsonText::kLargestMagnitude;
 
 ByteSet range(int lo, int hi) {
   ByteSet s;

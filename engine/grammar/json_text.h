@@ -31,6 +31,9 @@ struct NumberBound {
 
 class JsonText {
  public:
+  // The largest magnitude of a number's whole part written: 15 digits.
+  static constexpr uint64_t kLargestMagnitude = 999'999'999'999'999;
+
   explicit JsonText(Grammar& g) : g_(g) {}
   Grammar::Element ws();
   // A string of any characters, as a loop (grammar.h).

@@ -334,6 +334,17 @@ void Matcher::too_costly() const {
   throw GrammarTooCostly(most ? *most : "the grammar", limit_);
 }
 
+bool Matcher::matches(std::string_view text) {
+  work_ = 0;
+  std::vector<int32_t> set = state_, next;
+  for (unsigned char b : text) {
+    advance(set, b, next);
+    set.swap(next);
+    if (set.empty()) return false;
+  }
+  return std::binary_search(set.begin(), set.end(), kAccept);
+}
+
 bool Matcher::complete() const { return std::binary_search(state_.begin(), state_.end(), kAccept); }
 
 // Keeps only the nodes the state's stacks are made of (masks are keyed by

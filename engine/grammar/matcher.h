@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -53,8 +54,8 @@ class GrammarTooCostly : public InputError {
 // matcher that uses it (immutable).
 struct CompiledGrammar {
   Grammar grammar;
-  std::shared_ptr<const TokenIndex> index;
-  std::vector<int32_t> end_tokens;  // what may follow once the grammar is matched whole
+  std::shared_ptr<const TokenIndex> index;  // null for a matcher only asked matches()
+  std::vector<int32_t> end_tokens;          // what may follow once the grammar is matched whole
 };
 
 // Finishes g (Grammar::finish) from `start` and builds what its masks
@@ -90,6 +91,9 @@ class Matcher {
   bool accepts(int32_t token);
   // The output so far is a whole match of the grammar.
   bool complete() const;
+  // Whether the output so far followed by the bytes of text is a whole
+  // match (nothing changes). Throws GrammarTooCostly past the work limit.
+  bool matches(std::string_view text);
   // The work the last mask computed or step taken counted.
   uint64_t work() const { return work_; }
 

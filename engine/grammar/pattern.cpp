@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bitset>
 #include <cctype>
+#include <optional>
 #include <vector>
 
 #include "runtime/error.h"
@@ -201,8 +202,10 @@ class PatternParser {
     const int c = peek();
     if (eat('(')) {
       if (eat('?') && !eat(':')) fail("lookaround and named groups are not supported");
+      if (++groups_open_ > kMaxNesting) fail(cat("groups nested more than ", kMaxNesting, " deep"));
       Node inner = alternation();
       if (!eat(')')) fail("an unclosed group");
+      --groups_open_;
       return inner;
     }
     if (eat('[')) return chars(bracket());
@@ -225,8 +228,10 @@ class PatternParser {
   }
 
   const std::string& p_;
+  static constexpr int kMaxNesting = 64;  // the parser recurses per group
   const std::string& where_;
   size_t at_ = 0;
+  int groups_open_ = 0;
 };
 
 // Emits a parsed pattern as rules. A repeated character class becomes a
@@ -236,7 +241,7 @@ class PatternParser {
 // byte it cannot take); otherwise a rule repetition.
 class Emitter {
  public:
-  Emitter(Grammar& g, JsonText& text) : g_(g), text_(text) {}
+  Emitter(Grammar& g, JsonText& text, const std::string& where) : g_(g), text_(text), where_(where) {}
 
   // First bytes of a node's JSON text, and whether it can be empty.
   static ByteSet first(const CharSet& s) {
@@ -304,15 +309,70 @@ class Emitter {
         const Node& part = n.parts[0];
         if (part.kind == Node::Kind::chars && (first(part.set) & follow).none())
           return g_.loop(JsonText::class_dfa(part.set.ascii, part.set.non_ascii), n.min, n.max);
-        return Grammar::rule(g_.repeat("repeat", emit(part, follow | first(part)), n.min, n.max));
+        const ByteSet inner = follow | first(part);
+        if (!nullable(part)) return Grammar::rule(g_.repeat("repeat", emit(part, inner), n.min, n.max));
+        // A part that can match nothing repeated as is would be a rule
+        // reaching itself without a byte (refused as left-recursive): the
+        // same strings are its non-empty matches repeated any number of
+        // times up to the maximum.
+        const std::optional<Element> some = emit_nonempty(part, inner);
+        if (!some || n.max == 0) return Grammar::rule(g_.sequence("empty", {}));
+        return Grammar::rule(g_.repeat("repeat", *some, 0, n.max));
       }
     }
     return {};
   }
 
+  // A nullable node's matches but the empty one, as an element (none when
+  // it has no other). Sequences share their tails' rules, so the rules
+  // grow with the node, not with its nesting.
+  std::optional<Element> emit_nonempty(const Node& n, const ByteSet& follow) {
+    if (!nullable(n)) return emit(n, follow);
+    if (g_.positions() > Grammar::kMaxPositions)
+      throw InputError(cat(where_, ": the pattern makes a grammar of over ", Grammar::kMaxPositions, " positions"));
+    switch (n.kind) {
+      case Node::Kind::choice: {
+        std::vector<Element> some;
+        for (const Node& p : n.parts)
+          if (const std::optional<Element> e = emit_nonempty(p, follow)) some.push_back(*e);
+        if (some.empty()) return std::nullopt;
+        return Grammar::rule(g_.choice("alternatives", some));
+      }
+      case Node::Kind::sequence: {
+        // Every part is nullable. From the last part back, with `rest` the
+        // parts after i and `some` its non-empty matches: parts i.. less the
+        // empty match = (part i less empty) rest | some.
+        Element rest = Grammar::rule(g_.sequence("empty", {}));
+        std::optional<Element> some;
+        ByteSet after = follow;
+        for (size_t i = n.parts.size(); i-- > 0;) {
+          const std::optional<Element> e = emit_nonempty(n.parts[i], after);
+          if (e) {
+            const int r = g_.declare("sequence");
+            g_.add_alternative(r, {*e, rest});
+            if (some) g_.add_alternative(r, {*some});
+            some = Grammar::rule(r);
+          }
+          rest = Grammar::rule(g_.sequence("sequence", {emit(n.parts[i], after), rest}));
+          after |= first(n.parts[i]);
+        }
+        return some;
+      }
+      case Node::Kind::repeat: {
+        const std::optional<Element> e = emit_nonempty(n.parts[0], follow | first(n.parts[0]));
+        if (!e || n.max == 0) return std::nullopt;
+        return Grammar::rule(g_.repeat("repeat", *e, 1, n.max));
+      }
+      case Node::Kind::chars:
+      case Node::Kind::literal: break;  // never nullable
+    }
+    return std::nullopt;
+  }
+
  private:
   Grammar& g_;
   JsonText& text_;
+  const std::string& where_;
 };
 
 }  // namespace
@@ -332,7 +392,7 @@ int pattern_rule(Grammar& g, JsonText& text, const std::string& pattern, const s
   if (!anchored_start) whole.parts.push_back(any);
   whole.parts.push_back(std::move(body));
   if (!anchored_end) whole.parts.push_back(any);
-  Emitter emitter(g, text);
+  Emitter emitter(g, text, where);
   return g.sequence("pattern", {emitter.emit(whole, ByteSet().set('"'))});
 }
 

@@ -10,8 +10,10 @@
 // lazy `?` after one changes nothing a generator needs), `^` at the start
 // and `$` at the end. A pattern without `^` or `$` matches anywhere in the
 // string, as JSON Schema says: characters of any kind may come before or
-// after. Backreferences, lookaround, non-ASCII ranges and classes and
-// repetition counts over 1000 are refused: InputError naming `where`.
+// after. Backreferences, lookaround, non-ASCII ranges and classes,
+// repetition counts over 1000 and groups nested over 64 deep are refused:
+// InputError naming `where`. A repeated group that can match nothing, such
+// as (a*)*, is held as the repetition of its non-empty matches.
 #pragma once
 
 #include <string>
