@@ -54,7 +54,10 @@ RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
   serve->add_option("--port", so.port, "port to listen on (0: any free one)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  serve->add_option("--api-key", so.api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  serve->add_option("--api-key", so.api_keys,
+                    "require this key on /v1/* (\"Authorization: Bearer KEY\" or \"x-api-key: KEY\"); repeat for "
+                    "several: the responses one key stores only it reads");
+  serve->add_option("--api-keys-file", so.api_keys_file, "more keys, one a line (# starts a comment)");
   serve
       ->add_option("--max-queue", so.max_queue,
                    "requests that may wait for a place; more are answered 503 with Retry-After")
@@ -85,10 +88,12 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
   if (root) {
     ServeOptions options = so;  // room for every waiting and running request, and for /health and idle clients
     options.max_connections = so.max_queue + o.parallel + 64;
+    if (!so.api_keys_file.empty())
+      for (std::string& key : read_api_keys(so.api_keys_file)) options.api_keys.push_back(std::move(key));
     server = std::make_unique<Server>(options);
     server->listen();  // /health says "loading" while the model loads
     log_info("listening on http://", so.host, ":", server->port(), " (loading the model)");
-    if (so.api_key.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
+    if (options.api_keys.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
       log_warn("listening on ", so.host, " without --api-key: anyone who can reach it can use it");
   }
   RankRun r(o, mpi, setup, Clock::now());

@@ -33,6 +33,7 @@ const char* const kConstraintGaveUp =
 
 Server::Server(const ServeOptions& o)
     : opt_(o),
+      keys_(o.api_keys),
       responses_(static_cast<size_t>(std::max(1, o.responses_max)), static_cast<size_t>(std::max(1, o.responses_mib))
                                                                         << 20) {
   if (o.port < 0 || o.port > 65535) throw InputError(cat("--port ", o.port, ": expected 0..65535"));
@@ -45,10 +46,13 @@ Server::Server(const ServeOptions& o)
     throw InputError(cat("--responses-max ", o.responses_max, ": expected 1..", ServeOptions::kMaxResponses));
   if (o.responses_mib < 1 || o.responses_mib > ServeOptions::kMaxResponsesMib)
     throw InputError(cat("--responses-mib ", o.responses_mib, ": expected 1..", ServeOptions::kMaxResponsesMib));
+  for (const std::string& key : o.api_keys)
+    if (key.empty() || std::any_of(key.begin(), key.end(), [](char c) { return c <= ' ' || c == 0x7f; }))
+      throw InputError("--api-key: a key is one or more characters without spaces or controls");
   ConnectionLimits limits;
   limits.max_connections = o.max_connections, limits.max_body_bytes = o.max_body_bytes;
   http_ = std::make_unique<ConnectionServer>(limits);
-  api_.jobs = this, api_.next_id = &next_id_;
+  api_.jobs = this, api_.keys = &keys_;
   route();
 }
 
@@ -78,13 +82,10 @@ void Server::ready(Generator& generator, const Tokenizer& tokenizer, const ApiLi
 void Server::route() {
   httplib::Server& s = *http_;
   routes_ = std::make_unique<Routes>(s, state_, metrics_.requests());
-  // The key as OpenAI's clients send it (Authorization: Bearer) or as
-  // Anthropic's do (x-api-key; Claude Code sends Bearer when given an auth
-  // token), on every route; the refusal in the shape of the route's API.
+  // A key on every /v1 route (api_keys.h: as OpenAI's clients or
+  // Anthropic's send it); the refusal in the shape of the route's API.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opt_.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key ||
-        req.get_header_value("x-api-key") == opt_.api_key)
+    if (!keys_.required() || !req.path.starts_with("/v1/") || keys_.admits(req))
       return httplib::Server::HandlerResponse::Unhandled;
     send_json(res, 401,
               error_body(ApiError(401, "a valid API key is needed (Authorization: Bearer KEY, or x-api-key: KEY)", "",

@@ -12,7 +12,7 @@
 // serve/responses/responses_endpoint.h), GET /v1/models, GET /health (503
 // "loading" until the model is ready), GET /metrics (Prometheus), GET
 // /v1/status (the web page's panel; both from serve/metrics.h's table), GET
-// / (the web page). With an API key, /v1/* need "Authorization: Bearer KEY" or "x-api-key: KEY".
+// / (the web page). With API keys, /v1/* need one of them (serve/http/api_keys.h).
 //
 // Serving: a bounded queue (503 with Retry-After when full), a time limit
 // per request, a client that goes away frees its sequence at the next step,
@@ -32,6 +32,7 @@
 #include "engine/sched/generator.h"
 #include "engine/text/tokenizer.h"
 #include "serve/api/job.h"
+#include "serve/http/api_keys.h"
 #include "serve/http/route.h"
 #include "serve/messages/generated_turns.h"
 #include "serve/metrics.h"
@@ -48,9 +49,10 @@ struct ServeOptions {
 
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::string api_key;           // "": no authentication
-  int max_queue = 64;            // requests waiting for a place (1..kMaxQueue); more get 503
-  double request_seconds = 600;  // a request's time limit, queue included (0..kMaxRequestSeconds]
+  std::vector<std::string> api_keys;  // none: no authentication
+  std::string api_keys_file;          // more keys, one a line (read by the command)
+  int max_queue = 64;                 // requests waiting for a place (1..kMaxQueue); more get 503
+  double request_seconds = 600;       // a request's time limit, queue included (0..kMaxRequestSeconds]
   size_t max_body_bytes = 8 << 20;
   // Open at once: the waiting and running requests', and room for /health,
   // /metrics and idle clients (serve/http/connection_server.h).
@@ -100,6 +102,7 @@ class Server : JobQueue {
   std::unique_ptr<ConnectionServer> http_;
   int port_ = 0;
   ServerState state_;
+  ApiKeys keys_;
   Generator* gen_ = nullptr;
   ApiContext api_;         // what the APIs' routes are given; filled in by ready()
   nlohmann::json status_;  // what does not change: model, ranks
@@ -114,7 +117,6 @@ class Server : JobQueue {
   bool closed_ = false;                       // under inbox_m_: the Server is being destroyed
   std::atomic<int> queued_{0};                // in the inbox or waiting for a place
   std::map<int, std::shared_ptr<Job>> live_;  // engine loop only: by sequence
-  std::atomic<uint64_t> next_id_{1};
 };
 
 }  // namespace tps

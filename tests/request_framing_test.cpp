@@ -110,6 +110,22 @@ TEST(RequestFraming, AmbiguousFramingIsRefused) {
   }
 }
 
+// A head whose lines end in a bare LF is refused as soon as one does (it
+// waited for the read timeout: such a client never sends the CRLF), byte
+// by byte too; empty lines before the request line may be bare.
+TEST(RequestFraming, ABareLineFeedIsRefusedAtOnce) {
+  for (const char* head : {"GET / HTTP/1.1\nHost: x\n\n", "GET / HTTP/1.1\r\nHost: x\n\r\n"}) {
+    RequestFramer whole(100), trickled(100);
+    EXPECT_EQ(whole.feed(head), State::refused) << head;
+    EXPECT_EQ(whole.status(), 400);
+    EXPECT_EQ(feed_bytewise(trickled, head), State::refused) << head;
+  }
+  RequestFramer partial(100);
+  EXPECT_EQ(partial.feed("GET / HTTP/1.1\n"), State::refused);  // before the head could end
+  RequestFramer body(100);
+  EXPECT_EQ(body.feed("\nPOST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n\n\n"), State::complete);
+}
+
 TEST(RequestFraming, HttpOneZeroAndConnectionCloseAreNotKept) {
   RequestFramer old(100), closing(100), kept(100);
   ASSERT_EQ(old.feed("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"), State::complete);

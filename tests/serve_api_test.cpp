@@ -1,13 +1,20 @@
 // What every API of the server shares, without a network: tools rendered as
-// harmony's functions namespace, and request bodies parsed with bounds.
+// harmony's functions namespace, request bodies parsed with bounds, API
+// keys, and ids.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <set>
 
 #include "runtime/error.h"
 #include "serve/api/generation_request.h"
+#include "serve/api/random_id.h"
 #include "serve/api/tool_schema.h"
 #include "serve/http/api_error.h"
+#include "serve/http/api_keys.h"
 
 namespace tps {
 namespace {
@@ -128,6 +135,51 @@ TEST(RequestBody, ANumberPastADoubleIsA400) {
   expect_body_refused(R"({"prompt": "hi", "temperature": 1e999})", "number overflow");
   expect_body_refused(R"({"prompt": "hi", "temperature": -1e400})", "number overflow");
   expect_body_refused("{not json", "not valid JSON");
+}
+
+// A key is taken whole, from either header, the Bearer scheme in any case
+// (RFC 9110); a key's prefix, a longer key or another scheme is not it.
+TEST(ApiKeys, OneOfTheKeysWholeAdmitsARequest) {
+  const ApiKeys keys({"sk-first", "sk-second"});
+  auto with = [](const char* header, const char* value) {
+    httplib::Request req;
+    req.headers.emplace(header, value);
+    return req;
+  };
+  EXPECT_TRUE(keys.admits(with("Authorization", "Bearer sk-first")));
+  EXPECT_TRUE(keys.admits(with("Authorization", "bearer sk-second")));
+  EXPECT_TRUE(keys.admits(with("Authorization", "BEARER   sk-first ")));
+  EXPECT_TRUE(keys.admits(with("x-api-key", "sk-second")));
+  EXPECT_FALSE(keys.admits(with("Authorization", "Bearer sk-firs")));
+  EXPECT_FALSE(keys.admits(with("Authorization", "Bearer sk-first2")));
+  EXPECT_FALSE(keys.admits(with("Authorization", "Basic sk-first")));
+  EXPECT_FALSE(keys.admits(with("Authorization", "sk-first")));
+  EXPECT_FALSE(keys.admits(with("x-api-key", "")));
+  EXPECT_FALSE(keys.admits(httplib::Request()));
+  EXPECT_EQ(keys.owner(with("x-api-key", "sk-second")), "sk-second");
+  EXPECT_EQ(ApiKeys().owner(with("x-api-key", "anything")), "");  // no keys: one owner
+}
+
+TEST(ApiKeys, AFileGivesOneKeyALine) {
+  const std::string path = testing::TempDir() + "keys.txt";
+  std::ofstream(path) << "# team keys\nsk-a\n\n  sk-b  \r\n";
+  EXPECT_EQ(read_api_keys(path), (std::vector<std::string>{"sk-a", "sk-b"}));
+  std::ofstream(path) << "# none\n\n";
+  EXPECT_THROW(read_api_keys(path), InputError);
+  std::remove(path.c_str());
+  EXPECT_THROW(read_api_keys(path), InputError);
+  EXPECT_THROW(read_api_keys(testing::TempDir()), InputError);  // a directory
+}
+
+// 128 random bits: no two alike, none guessable from another.
+TEST(RandomId, IsThirtyTwoHexDigitsAndNeverRepeats) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 10000; ++i) {
+    const std::string id = random_id();
+    ASSERT_EQ(id.size(), 32u);
+    ASSERT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    ASSERT_TRUE(seen.insert(id).second);
+  }
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,6 +30,7 @@ import threading
 import time
 
 KEY = "test-key"
+OTHER_KEY = "other-key"  # a second user's
 
 
 def free_port():
@@ -44,7 +46,8 @@ class Server:
                    OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
         mpirun = ["mpirun", "--oversubscribe", "-np", str(ranks)] if ranks > 1 else []
         self.cmd = mpirun + [args.tpsrun, "serve", "-m", args.model, "--port", str(self.port), "--parallel", "4",
-                             "--ctx", "512", "--max-queue", "32", "--api-key", KEY, "-t", "1", *extra]
+                             "--ctx", "512", "--max-queue", "32", "--api-key", KEY, "--api-key", OTHER_KEY, "-t", "1",
+                             *extra]
         self.proc = subprocess.Popen(self.cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True, text=True)
         self.log = []
@@ -186,6 +189,56 @@ def bad_input(server):
     if not all(results):
         fail(f"a flood of 150 connections: {results.count(False)} without a proper answer")
     ok("a flood of 150 connections: each answered (200, or 503 with Retry-After)")
+
+
+def responses_by_key(server):
+    """Each API key reads only the responses it stored: another key gets
+    404 for GET, DELETE, input_items and previous_response_id; ids hold 128
+    random bits; the Bearer scheme is taken in any case. A DELETE while the
+    response streams cancels it, and it is never stored."""
+    body = {"model": server.model_id, "input": "Hello", "max_output_tokens": 4}
+    status, _, payload = server.request("POST", "/v1/responses", body, key=None,
+                                        headers={"Authorization": "bearer " + KEY})
+    if status != 200:
+        fail(f"a response asked for with 'bearer' in lower case: {status} {payload[:200]!r}")
+    rid = json.loads(payload)["id"]
+    if not re.fullmatch(r"resp_[0-9a-f]{32}", rid):
+        fail(f"a response id of 128 random bits: {rid}")
+    for method, path, what in (("GET", f"/v1/responses/{rid}", "GET"),
+                               ("GET", f"/v1/responses/{rid}/input_items", "input_items"),
+                               ("DELETE", f"/v1/responses/{rid}", "DELETE")):
+        expect_error(server, f"another key's response: {what}", 404, method, path, key=OTHER_KEY)
+    expect_error(server, "another key's response as previous_response_id", 404, "POST", "/v1/responses",
+                 dict(body, previous_response_id=rid), key=OTHER_KEY)
+    status, _, _ = server.request("GET", f"/v1/responses/{rid}")
+    if status != 200:
+        fail(f"the owner reads its response after another key tried: {status}")
+    ok("a response is read, followed up and deleted only with the key that made it")
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn.request("POST", "/v1/responses", body=json.dumps(dict(body, max_output_tokens=400, stream=True)),
+                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + KEY})
+    r = conn.getresponse()
+    streamed = None
+    while streamed is None:
+        line = r.readline()
+        if not line:
+            fail("a streamed response ended before its first event")
+        if line.startswith(b"data: "):
+            streamed = json.loads(line[6:])["response"]["id"]
+    status, _, payload = server.request("DELETE", f"/v1/responses/{streamed}")
+    if status != 200 or not json.loads(payload).get("deleted"):
+        fail(f"DELETE of a response while it streams: {status} {payload[:200]!r}")
+    rest = r.read()
+    conn.close()
+    last = json.loads(rest.decode().strip().split("data: ")[-1])
+    if last["response"]["status"] != "cancelled":
+        fail(f"a response deleted while it streamed went on: its last event {last['type']} {last['response']['status']}")
+    status, _, _ = server.request("GET", f"/v1/responses/{streamed}")
+    if status != 404:
+        fail(f"a response deleted while it streamed was stored when its stream ended: GET {status}")
+    ok(f"DELETE while streaming: 200, the stream ended with status cancelled after "
+       f"{last['response']['usage']['output_tokens']} tokens, never stored")
 
 
 def raw_exchange(server, data, timeout=30):
@@ -533,6 +586,7 @@ def main():
             if run.returncode != 0:
                 fail("the web page's checks")
         bad_input(server)
+        responses_by_key(server)
         for check in HOSTILE:
             check(server)
         load(server)

@@ -302,29 +302,67 @@ std::shared_ptr<StoredResponse> stored(size_t ids) {
 // is not stored.
 TEST(ResponseStore, LetsTheLeastRecentlyUsedGo) {
   ResponseStore count(2, 1 << 20);
-  count.put("a", stored(10)), count.put("b", stored(10));
-  EXPECT_NE(count.get("a", true), nullptr);  // a is now the more recent
-  count.put("c", stored(10));
-  EXPECT_EQ(count.get("b", true), nullptr);
-  EXPECT_NE(count.get("a", false), nullptr);
-  EXPECT_NE(count.get("c", false), nullptr);
+  count.put("a", "", stored(10)), count.put("b", "", stored(10));
+  EXPECT_NE(count.get("a", "", true), nullptr);  // a is now the more recent
+  count.put("c", "", stored(10));
+  EXPECT_EQ(count.get("b", "", true), nullptr);
+  EXPECT_NE(count.get("a", "", false), nullptr);
+  EXPECT_NE(count.get("c", "", false), nullptr);
   ResponseStoreStats s = count.stats();
   EXPECT_EQ(s.count, 2u);
   EXPECT_EQ(s.evictions, 1u);
   EXPECT_EQ(s.hits, 1u);
   EXPECT_EQ(s.misses, 1u);
-  EXPECT_TRUE(count.erase("a"));
-  EXPECT_FALSE(count.erase("a"));
+  EXPECT_TRUE(count.erase("a", ""));
+  EXPECT_FALSE(count.erase("a", ""));
   EXPECT_EQ(count.stats().count, 1u);
 
   const size_t one = stored(1000)->bytes() + 1;
   ResponseStore bytes(100, 2 * one + one / 2);
-  bytes.put("x", stored(1000)), bytes.put("y", stored(1000)), bytes.put("z", stored(1000));
-  EXPECT_EQ(bytes.get("x", false), nullptr);
-  EXPECT_NE(bytes.get("z", false), nullptr);
+  bytes.put("x", "", stored(1000)), bytes.put("y", "", stored(1000)), bytes.put("z", "", stored(1000));
+  EXPECT_EQ(bytes.get("x", "", false), nullptr);
+  EXPECT_NE(bytes.get("z", "", false), nullptr);
   EXPECT_LE(bytes.stats().bytes, 2 * one + one / 2);
-  EXPECT_FALSE(bytes.put("huge", stored(100000)));
-  EXPECT_NE(bytes.get("y", false), nullptr);  // nothing let go for it
+  EXPECT_FALSE(bytes.put("huge", "", stored(100000)));
+  EXPECT_NE(bytes.get("y", "", false), nullptr);  // nothing let go for it
+}
+
+// A response is its key's: another key neither reads nor deletes it, nor
+// follows it up.
+TEST(ResponseStore, AResponseIsReadOnlyByTheKeyThatMadeIt) {
+  ResponseStore s(10, 1 << 20);
+  s.put("r", "key-a", stored(10));
+  EXPECT_EQ(s.get("r", "key-b", true), nullptr);
+  EXPECT_EQ(s.get("r", "key-a-longer", true), nullptr);
+  EXPECT_EQ(s.get("r", "", false), nullptr);
+  EXPECT_FALSE(s.erase("r", "key-b"));
+  EXPECT_NE(s.get("r", "key-a", true), nullptr);
+  EXPECT_TRUE(s.erase("r", "key-a"));
+}
+
+// Deleted while it is generated: its generation is cancelled and it is
+// never stored; one not deleted is stored when it ends; one that ends
+// without a response (an error) leaves nothing behind.
+TEST(ResponseStore, ADeleteWhileGeneratingCancelsAndNothingIsStored) {
+  ResponseStore s(10, 1 << 20);
+  int cancelled = 0;
+  s.begin("r", "k", [&] { ++cancelled; });
+  EXPECT_EQ(s.get("r", "k", false), nullptr);  // not stored yet
+  EXPECT_FALSE(s.erase("r", "other"));
+  EXPECT_EQ(cancelled, 0);
+  EXPECT_TRUE(s.erase("r", "k"));
+  EXPECT_EQ(cancelled, 1);
+  EXPECT_FALSE(s.finish("r", stored(10)));
+  EXPECT_EQ(s.get("r", "k", false), nullptr);
+  s.begin("q", "k", [&] { ++cancelled; });
+  EXPECT_TRUE(s.finish("q", stored(10)));
+  EXPECT_NE(s.get("q", "k", false), nullptr);
+  EXPECT_TRUE(s.erase("q", "k"));
+  EXPECT_EQ(cancelled, 1);  // a stored one is only deleted
+  s.begin("e", "k", [] {});
+  EXPECT_FALSE(s.finish("e", nullptr));
+  EXPECT_FALSE(s.erase("e", "k"));
+  EXPECT_EQ(s.stats().count, 0u);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ struct Response;
 
 namespace tps {
 
+class ApiKeys;
 class ConstraintCache;
 class Tokenizer;
 
@@ -110,7 +111,7 @@ struct ApiContext {
       nullptr;  // a request's constraint is compiled on its own thread, not on the engine loop
   ApiLimits limits;
   JobQueue* jobs = nullptr;
-  std::atomic<uint64_t>* next_id = nullptr;  // numbers the responses (and their calls) of every API
+  const ApiKeys* keys = nullptr;  // whose a request's stored things are
 };
 
 }  // namespace tps

@@ -8,6 +8,7 @@
 #include "engine/sched/constraint.h"
 #include "runtime/error.h"
 #include "serve/api/job.h"
+#include "serve/api/random_id.h"
 #include "serve/chat/chat_request.h"
 #include "serve/chat/chat_response.h"
 #include "serve/chat/chat_text.h"
@@ -38,11 +39,10 @@ void generate(const ApiContext& api, const nlohmann::ordered_json& body, bool ch
   const GenerationRequest& r = *request;  // compiled here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = api.jobs->submit(std::move(prompt), r, "messages");
-  const uint64_t n = (*api.next_id)++;
-  auto shape = std::make_shared<const ChatResponse>(cat(chat ? "chatcmpl-" : "cmpl-", std::hex, n), std::time(nullptr),
+  const std::string n = random_id();
+  auto shape = std::make_shared<const ChatResponse>(cat(chat ? "chatcmpl-" : "cmpl-", n), std::time(nullptr),
                                                     api.limits.model_id, chat, r.logprobs, r.include_usage);
-  auto rt =
-      std::make_shared<ChatText>(tok, chat, r.stop, r.logprobs ? r.top_logprobs : -1, cat("call_", std::hex, n, "_"));
+  auto rt = std::make_shared<ChatText>(tok, chat, r.stop, r.logprobs ? r.top_logprobs : -1, cat("call_", n, "_"));
   auto finish_reason = [job, rt] {
     if (job->finish == "length") return "length";
     return rt->tool_calls().empty() ? "stop" : "tool_calls";

@@ -54,6 +54,12 @@ RequestFramer::State RequestFramer::read_head(std::string_view bytes) {
   while (start_ < bytes.size() && (bytes[start_] == '\n' || bytes.substr(start_, 2) == "\r\n"))
     start_ += bytes[start_] == '\n' ? 1 : 2;
   const size_t end = bytes.find("\r\n\r\n", std::max(start_, scanned_ < 3 ? 0 : scanned_ - 3));
+  // A line ended by a bare LF is refused at once: waiting for a CRLF that
+  // such a client never sends would hold it until the read timeout.
+  const size_t head_bytes = end == std::string_view::npos ? bytes.size() : end + 4;
+  for (size_t i = std::max(start_, scanned_); i < head_bytes; ++i)
+    if (bytes[i] == '\n' && (i == 0 || bytes[i - 1] != '\r'))
+      return refuse(400, "a line of the request's head ends in a bare LF, not CRLF");
   scanned_ = bytes.size();
   if (end == std::string_view::npos ? bytes.size() > kMaxHeadBytes : end + 4 > kMaxHeadBytes)
     return refuse(431, cat("the request's head (request line and headers) is over ", kMaxHeadBytes, " bytes"));

@@ -3,11 +3,11 @@
 #include <httplib.h>
 
 #include <memory>
-#include <random>
 
 #include "engine/sched/constraint.h"
 #include "engine/text/conversation_ids.h"
 #include "runtime/error.h"
+#include "serve/api/random_id.h"
 #include "serve/api/request_fields.h"
 #include "serve/http/api_error.h"
 #include "serve/http/sse.h"
@@ -63,9 +63,8 @@ struct Turn {
   }
 };
 
-// instance: random per start, in every id: an id from before a restart is never another's.
-void create_message(const ApiContext& api, GeneratedTurns& turns, const std::string& instance, const json& body,
-                    const httplib::Request& req, httplib::Response& res) {
+void create_message(const ApiContext& api, GeneratedTurns& turns, const json& body, const httplib::Request& req,
+                    httplib::Response& res) {
   const Tokenizer& tok = *api.tokenizer;
   MessagesRequest r = parse_messages_request(body, api.limits);
   std::vector<int32_t> tail;
@@ -74,7 +73,7 @@ void create_message(const ApiContext& api, GeneratedTurns& turns, const std::str
   check_output_constraint(r.output, *api.constraints);  // compiled here, not on the engine loop
   const int prompt_tokens = static_cast<int>(prompt.size());
   std::shared_ptr<Job> job = api.jobs->submit(std::move(prompt), r, "messages");
-  auto turn = std::make_shared<Turn>(tok, cat(instance, std::hex, (*api.next_id)++), std::move(tail), r);
+  auto turn = std::make_shared<Turn>(tok, random_id(), std::move(tail), r);
   turn->model = api.limits.model_id, turn->prompt_tokens = prompt_tokens;
 
   if (!r.stream) {
@@ -128,11 +127,10 @@ void count_tokens(const ApiContext& api, const GeneratedTurns& turns, const json
 }  // namespace
 
 void add_messages_routes(Routes& routes, const ApiContext& api, GeneratedTurns& turns) {
-  const std::string instance = cat(std::hex, std::random_device{}() & 0xffffff);
   routes.post(
       "/v1/messages", "/v1/messages", RouteNeeds::new_work,
-      [&api, &turns, instance](const httplib::Request& req, httplib::Response& res) {
-        create_message(api, turns, instance, parse_request_body(req.body), req, res);
+      [&api, &turns](const httplib::Request& req, httplib::Response& res) {
+        create_message(api, turns, parse_request_body(req.body), req, res);
       },
       ErrorShape::anthropic);
   routes.post(

@@ -21,25 +21,40 @@ void ResponseStore::drop(std::unordered_map<std::string, Entry>::iterator it) {
   entries_.erase(it);
 }
 
-bool ResponseStore::put(const std::string& id, std::shared_ptr<const StoredResponse> r) {
-  const size_t bytes = r->bytes() + id.size();
+void ResponseStore::begin(const std::string& id, const std::string& owner, std::function<void()> cancel) {
   std::lock_guard<std::mutex> lock(m_);
-  if (bytes > stats_.max_bytes) return false;
+  generating_[id] = {owner, std::move(cancel)};
+}
+
+bool ResponseStore::put(const std::string& id, const std::string& owner, std::shared_ptr<const StoredResponse> r) {
+  begin(id, owner, [] {});
+  return finish(id, std::move(r));
+}
+
+bool ResponseStore::finish(const std::string& id, std::shared_ptr<const StoredResponse> r) {
+  const size_t bytes = r ? r->bytes() + id.size() : 0;
+  std::lock_guard<std::mutex> lock(m_);
+  const auto g = generating_.find(id);
+  if (g == generating_.end()) return false;  // deleted while it was generated
+  const std::string owner = std::move(g->second.owner);
+  generating_.erase(g);
+  if (!r || bytes > stats_.max_bytes) return false;
   if (auto it = entries_.find(id); it != entries_.end()) drop(it);
   while (!lru_.empty() && (entries_.size() + 1 > stats_.max_count || stats_.bytes + bytes > stats_.max_bytes)) {
     drop(entries_.find(lru_.back()));
     ++stats_.evictions;
   }
   lru_.push_front(id);
-  entries_[id] = {std::move(r), bytes, lru_.begin()};
+  entries_[id] = {std::move(r), owner, bytes, lru_.begin()};
   stats_.bytes += bytes;
   return true;
 }
 
-std::shared_ptr<const StoredResponse> ResponseStore::get(const std::string& id, bool follow_up) {
+std::shared_ptr<const StoredResponse> ResponseStore::get(const std::string& id, const std::string& owner,
+                                                         bool follow_up) {
   std::lock_guard<std::mutex> lock(m_);
   const auto it = entries_.find(id);
-  if (it == entries_.end()) {
+  if (it == entries_.end() || it->second.owner != owner) {
     stats_.misses += follow_up;
     return nullptr;
   }
@@ -48,10 +63,15 @@ std::shared_ptr<const StoredResponse> ResponseStore::get(const std::string& id, 
   return it->second.response;
 }
 
-bool ResponseStore::erase(const std::string& id) {
+bool ResponseStore::erase(const std::string& id, const std::string& owner) {
   std::lock_guard<std::mutex> lock(m_);
+  if (const auto g = generating_.find(id); g != generating_.end() && g->second.owner == owner) {
+    g->second.cancel();
+    generating_.erase(g);
+    return true;
+  }
   const auto it = entries_.find(id);
-  if (it == entries_.end()) return false;
+  if (it == entries_.end() || it->second.owner != owner) return false;
   drop(it);
   return true;
 }

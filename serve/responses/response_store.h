@@ -6,6 +6,11 @@
 // ids outlive the blocks: a follow-up after the pool let them go computes
 // them again.
 //
+// Each belongs to the API key that made it (api_keys.h: "" when the server
+// needs none): another key finds nothing there, as if it had never been.
+// A response is known from when it starts: deleting one still being
+// generated cancels it, and it is never stored.
+//
 // Bounded by a count and a byte budget (--responses-max, --responses-mib):
 // past either, the least recently used response goes. Thread-safe; a
 // response is immutable once stored and shared with the requests reading it,
@@ -13,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -46,28 +52,40 @@ class ResponseStore {
   // Both bounds at least 1.
   ResponseStore(size_t max_count, size_t max_bytes);
 
-  // Stores it, the most recently used; evicts the least recently used past
-  // a bound. False (nothing stored or evicted) when it alone passes the
-  // byte budget.
-  bool put(const std::string& id, std::shared_ptr<const StoredResponse> r);
-  // The response, made the most recently used; null if absent. follow_up:
-  // counted as a hit or a miss.
-  std::shared_ptr<const StoredResponse> get(const std::string& id, bool follow_up);
-  // False if absent.
-  bool erase(const std::string& id);
+  // A response of owner's begins: until finish(id), erase() calls cancel.
+  void begin(const std::string& id, const std::string& owner, std::function<void()> cancel);
+  // Its generation ended: stores r (null: nothing to store), the most
+  // recently used, evicting the least recently used past a bound. False
+  // (nothing stored or evicted) when it was deleted meanwhile or alone
+  // passes the byte budget.
+  bool finish(const std::string& id, std::shared_ptr<const StoredResponse> r);
+  // begin() and finish() at once.
+  bool put(const std::string& id, const std::string& owner, std::shared_ptr<const StoredResponse> r);
+  // Owner's response, made the most recently used; null if absent (or
+  // another's). follow_up: counted as a hit or a miss.
+  std::shared_ptr<const StoredResponse> get(const std::string& id, const std::string& owner, bool follow_up);
+  // Owner's response deleted, or cancelled if it is being generated. False
+  // if absent (or another's).
+  bool erase(const std::string& id, const std::string& owner);
   ResponseStoreStats stats() const;
 
  private:
   struct Entry {
     std::shared_ptr<const StoredResponse> response;
+    std::string owner;
     size_t bytes;
     std::list<std::string>::iterator at;
+  };
+  struct Generating {
+    std::string owner;
+    std::function<void()> cancel;
   };
   void drop(std::unordered_map<std::string, Entry>::iterator it);
 
   mutable std::mutex m_;
   std::list<std::string> lru_;  // most recently used first
   std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, Generating> generating_;
   ResponseStoreStats stats_;
 };
 

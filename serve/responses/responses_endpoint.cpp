@@ -5,14 +5,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
-#include <random>
 
 #include "engine/sched/constraint.h"
 #include "engine/text/conversation_ids.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "serve/api/random_id.h"
 #include "serve/api/request_fields.h"
 #include "serve/http/api_error.h"
+#include "serve/http/api_keys.h"
 #include "serve/http/sse.h"
 #include "serve/responses/responses_output.h"
 #include "serve/responses/responses_request.h"
@@ -36,12 +37,19 @@ ApiError not_found(const std::string& id, const std::string& param = "") {
 struct TurnState {
   TurnState(const Tokenizer& tok, std::string id, std::string ids, std::vector<int32_t> tail, ReasoningItems reasoning)
       : id(std::move(id)), output(tok, std::move(ids), std::move(tail), reasoning) {}
+  // A response to store is known to the store from its start (a DELETE
+  // cancels it) until its turn ends, stored or not.
+  ~TurnState() {
+    if (store) store->finish(id, nullptr);
+  }
+  TurnState(const TurnState&) = delete;
+  TurnState& operator=(const TurnState&) = delete;
   std::string id;
   int64_t created = std::time(nullptr);
   std::string model;
   json echoed_request;
-  bool store = true;
-  StoredResponse history;  // the conversation up to the output; input items; calls; carried instructions
+  ResponseStore* store = nullptr;  // null: store false
+  StoredResponse history;          // the conversation up to the output; input items; calls; carried instructions
   ResponseOutput output;
   int prompt_tokens = 0, completion = 0;
   int64_t sequence = 0;  // the next stream event's
@@ -73,25 +81,32 @@ struct TurnState {
   }
   // Stored for a follow-up (when asked): the conversation with the output
   // after it, harmony's rule applied.
-  void store_for_followup(const json& response, ResponseStore& store) const {
+  void store_for_followup(const json& response) const {
     auto r = std::make_shared<StoredResponse>(history);
     r->response = response;
     r->messages.insert(r->messages.end(), output.messages().begin(), output.messages().end());
     drop_earlier_reasoning(r->messages);
     for (const json& item : output.items())
       if (item["type"] == "function_call") r->calls[item["call_id"]] = qualified_name(item);
-    store.put(id, std::move(r));
+    store->finish(id, std::move(r));
   }
 };
 
-const char* final_status(const std::string& finish) { return finish == "length" ? "incomplete" : "completed"; }
+// Cancelled: deleted while it was generated (a client that went away reads nothing).
+const char* final_status(const std::string& finish) {
+  return finish == "length" ? "incomplete" : finish == "cancelled" ? "cancelled" : "completed";
+}
 
-// instance: random per start, in every response id: an id from before a
-// restart is never another's.
-void create_response(const ApiContext& api, ResponseStore& responses, const std::string& instance, const json& body,
-                     const httplib::Request& req, httplib::Response& res) {
+// The last stream event's type: the spec has none for "cancelled", so a
+// cancelled response ends as an incomplete one does, its status saying why.
+std::string final_event(const std::string& status) {
+  return status == "cancelled" ? "response.incomplete" : "response." + status;
+}
+
+void create_response(const ApiContext& api, ResponseStore& responses, const json& body, const httplib::Request& req,
+                     httplib::Response& res) {
   const Tokenizer& tok = *api.tokenizer;
-  const std::string ids = cat(instance, std::hex, (*api.next_id)++);
+  const std::string owner = api.keys->owner(req), ids = random_id();
   ResponsesRequest r = parse_responses_request(body, api.limits, ids);
   if (!r.omitted_tools.empty()) {
     // Served without them, and said: to the client in a header, to the
@@ -103,7 +118,7 @@ void create_response(const ApiContext& api, ResponseStore& responses, const std:
   }
   std::shared_ptr<const StoredResponse> previous;
   if (!r.previous_response_id.empty()) {
-    previous = responses.get(r.previous_response_id, true);
+    previous = responses.get(r.previous_response_id, owner, true);
     if (!previous) throw not_found(r.previous_response_id, "previous_response_id");
   }
   StoredResponse history;
@@ -129,13 +144,19 @@ void create_response(const ApiContext& api, ResponseStore& responses, const std:
 
   auto turn = std::make_shared<TurnState>(tok, "resp_" + ids, ids, parts.tail,
                                           r.encrypted_reasoning ? ReasoningItems::text_and_blob : ReasoningItems::text);
-  turn->model = api.limits.model_id, turn->echoed_request = std::move(r.echo), turn->store = r.store;
+  turn->model = api.limits.model_id, turn->echoed_request = std::move(r.echo);
   turn->history = std::move(history), turn->prompt_tokens = prompt_tokens;
+  if (r.store) {
+    turn->store = &responses;
+    responses.begin(turn->id, owner, [weak = std::weak_ptr<Job>(job)] {
+      if (const std::shared_ptr<Job> j = weak.lock()) j->cancelled = true;
+    });
+  }
   // The end: the object, stored when asked.
-  auto finish = [&responses, turn, job] {
+  auto finish = [turn, job] {
     const std::string status = final_status(job->finish);
     const json response = turn->object(status, job->reused);
-    if (turn->store) turn->store_for_followup(response, responses);
+    if (turn->store) turn->store_for_followup(response);
     return response;
   };
 
@@ -169,14 +190,13 @@ void create_response(const ApiContext& api, ResponseStore& responses, const std:
          std::string out;
          for (json& e : turn->output.finish(job->finish == "length")) out += turn->event(std::move(e));
          const json response = finish();
-         return out + turn->event(
-                          {{"type", cat("response.", response["status"].get<std::string>())}, {"response", response}});
+         return out + turn->event({{"type", final_event(response["status"])}, {"response", response}});
        }});
 }
 
-void list_input_items(ResponseStore& responses, const std::string& id, const httplib::Request& req,
-                      httplib::Response& res) {
-  const std::shared_ptr<const StoredResponse> r = responses.get(id, false);
+void list_input_items(const ApiContext& api, ResponseStore& responses, const std::string& id,
+                      const httplib::Request& req, httplib::Response& res) {
+  const std::shared_ptr<const StoredResponse> r = responses.get(id, api.keys->owner(req), false);
   if (!r) throw not_found(id);
   const std::string order = req.has_param("order") ? req.get_param_value("order") : "desc";
   if (order != "asc" && order != "desc") throw bad_param("order", "'order' is '" + order + "', expected asc or desc");
@@ -212,26 +232,26 @@ void list_input_items(ResponseStore& responses, const std::string& id, const htt
 }  // namespace
 
 void add_responses_routes(Routes& routes, const ApiContext& api, ResponseStore& responses) {
-  const std::string instance = cat(std::hex, std::random_device{}() & 0xffffff);
   routes.post("/v1/responses", "/v1/responses", RouteNeeds::new_work,
-              [&api, &responses, instance](const httplib::Request& req, httplib::Response& res) {
-                create_response(api, responses, instance, parse_request_body(req.body), req, res);
+              [&api, &responses](const httplib::Request& req, httplib::Response& res) {
+                create_response(api, responses, parse_request_body(req.body), req, res);
               });
   routes.get(R"(/v1/responses/([^/]+))", "/v1/responses/{id}", RouteNeeds::nothing,
-             [&responses](const httplib::Request& req, httplib::Response& res) {
-               const std::shared_ptr<const StoredResponse> r = responses.get(req.matches[1], false);
+             [&api, &responses](const httplib::Request& req, httplib::Response& res) {
+               const std::shared_ptr<const StoredResponse> r =
+                   responses.get(req.matches[1], api.keys->owner(req), false);
                if (!r) throw not_found(req.matches[1]);
                send_ordered_json(res, 200, r->response);
              });
   routes.remove(R"(/v1/responses/([^/]+))", "/v1/responses/{id}", RouteNeeds::nothing,
-                [&responses](const httplib::Request& req, httplib::Response& res) {
+                [&api, &responses](const httplib::Request& req, httplib::Response& res) {
                   const std::string id = req.matches[1];
-                  if (!responses.erase(id)) throw not_found(id);
+                  if (!responses.erase(id, api.keys->owner(req))) throw not_found(id);
                   send_ordered_json(res, 200, json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
                 });
   routes.get(R"(/v1/responses/([^/]+)/input_items)", "/v1/responses/{id}/input_items", RouteNeeds::nothing,
-             [&responses](const httplib::Request& req, httplib::Response& res) {
-               list_input_items(responses, req.matches[1], req, res);
+             [&api, &responses](const httplib::Request& req, httplib::Response& res) {
+               list_input_items(api, responses, req.matches[1], req, res);
              });
 }
 
