@@ -33,8 +33,12 @@ check(first.usage.input_tokens > 0 && first.usage.output_tokens > 0 &&
       first.usage);
 const second = await client.responses.create({ ...greedy, instructions: "Be brief.", input: "And again.",
                                                previous_response_id: first.id });
-check(second.previous_response_id === first.id && second.usage.input_tokens > first.usage.input_tokens,
-      "previous_response_id: the second turn's prompt holds the first", second.usage);
+// The first turn's prompt and all of its output (a message: nothing that
+// harmony drops from a later prompt), then the new input.
+check(first.output.every((item) => item.type === "message"), "the first turn's output is a message", first.output);
+check(second.previous_response_id === first.id &&
+      second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens,
+      "previous_response_id: the second turn's prompt holds the first's prompt and output", second.usage);
 check(cached(second) > 0, "previous_response_id: the second turn's prompt came from the prefix cache", second.usage);
 
 // Two follow-ups to the same response at once: both answered from the same prefix.
