@@ -150,6 +150,8 @@ TEST(JsonSchema, EachKeywordAcceptsWhatItAllowsAndNothingElse) {
        {R"("AB-123")"},
        {R"("AB-12")", R"("ab-123")", R"("xAB-123")"}},
       {R"({"type":"string","pattern":"cat"})", {R"("cat")", R"("a cat!")"}, {R"("dog")"}},
+      {R"({"type":"string","pattern":"^$|^\\d{2}$"})", {R"("")", R"("12")"}, {R"("1")", R"("a12")"}},
+      {R"({"type":"string","pattern":"^ab|cd$"})", {R"("abx")", R"("xcd")"}, {R"("xab")", R"("cdx")"}},
       {R"({"type":"string","format":"date"})",
        {R"("2024-02-28")", R"("1999-12-31")"},
        {R"("2024-02-30")", R"("24-01-01")"}},
@@ -169,8 +171,47 @@ TEST(JsonSchema, EachKeywordAcceptsWhatItAllowsAndNothingElse) {
       {R"({"type":"string","pattern":"^(a*)*$"})", {R"("")", R"("aaa")"}, {R"("ab")"}},
       {R"({"type":"string","pattern":"^(a?b?|c)+$"})", {R"("")", R"("abcba")", R"("c")"}, {R"("d")", R"("ad")"}},
       {R"({"type":"string","pattern":"^(x(y?)*|())*z$"})", {R"("z")", R"("xyyxz")"}, {R"("yz")", R"("zz")"}},
-      // An integer bound below the smallest written is no bound.
+      // An integer bound below the smallest written is no bound; so is a
+      // number's beyond the largest (JavaScript's largest safe integer).
       {R"({"type":"integer","minimum":-1e308,"maximum":3})", {"-5", "3"}, {"4"}},
+      {R"({"type":"number","maximum":9007199254740991})", {"5", "-3.5"}, {"x"}},
+      // A required property 'properties' does not list: any value.
+      {R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a","b"]})",
+       {R"({"a": 1, "b": "x"})", R"({"a":1,"b":[null]})"},
+       {R"({"a": 1})"}},
+      // pattern and format with lengths: strings of both.
+      {R"({"type":"string","pattern":"^[a-z]+$","maxLength":3})", {R"("abc")", R"("a")"}, {R"("abcd")", R"("")"}},
+      {R"({"type":"string","pattern":"^[a-z]*$","minLength":2})", {R"("ab")", R"("abcdef")"}, {R"("a")", R"("")"}},
+      {R"({"type":"string","pattern":"cat","maxLength":5})", {R"("cat")", R"("xcaty")"}, {R"("a cat!")", R"("dog")"}},
+      {R"({"type":"string","pattern":"^(ab|c)+-\\d{2}$","minLength":6,"maxLength":8})",
+       {R"("ccc-12")", R"("ccccc-12")"},
+       {R"("c-12")", R"("ababab-12")"}},
+      {R"({"type":"string","format":"date","maxLength":10})", {R"("2024-02-28")"}, {R"("2024-02-2")"}},
+      // Names by pattern, the number of members, a tuple's further items.
+      {R"({"type":"object","patternProperties":{"^x-[a-z]+$":{"type":"integer"}}})",
+       {"{}", R"({"x-a": 1, "x-bc": 2})"},
+       {R"({"x-a": "s"})", R"({"y": 1})"}},
+      {R"({"type":"object","properties":{"x-a":{"minimum":3}},"patternProperties":{"^x-":{"type":"integer"}}})",
+       {R"({"x-a": 3})"},
+       {R"({"x-a": 3.5})", R"({"x-a": 2})"}},
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"minProperties":1})",
+       {R"({"a": 1})", R"({"a": 1, "b": 2})"},
+       {"{}"}},
+      {R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"required":["c"],"maxProperties":2})",
+       {R"({"c": 1})", R"({"a": 1, "c": 2})"},
+       {R"({"a": 1, "b": 1, "c": 1})"}},
+      {R"({"type":"array","items":[{"type":"string"}],"additionalItems":{"type":"integer"}})",
+       {R"(["a"])", R"(["a", 1, 2])"},
+       {R"(["a", "b"])"}},
+      {R"({"type":"string","format":"ipv4"})", {R"("192.168.0.1")"}, {R"("256.1.1.1")", R"("1.2.3")"}},
+      {R"({"type":"string","format":"hostname"})", {R"("example.com")", R"("a-b.c")"}, {R"("-a.com")", R"("a..b")"}},
+      {R"({"type":"string","format":"uri"})", {R"("https://example.com/a/b.html")"}, {R"("example.com")"}},
+      {R"({"type":"string","format":"color"})", {R"("anything")"}, {"1"}},  // not JSON Schema's: an annotation
+      // multipleOf a power of ten: that many fraction digits at most.
+      {R"({"type":"number","multipleOf":0.01,"minimum":0})", {"12", "0.5", "3.25"}, {"0.125", "1e-3", "-1"}},
+      {R"({"type":"integer","multipleOf":1})", {"7"}, {"7.5"}},
+      // oneOf whose branches may both match: held as anyOf.
+      {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", {"1", "1.5"}, {R"("1")"}},
   };
   for (const Case& c : cases) {
     auto g = schema(c.schema);
@@ -179,10 +220,30 @@ TEST(JsonSchema, EachKeywordAcceptsWhatItAllowsAndNothingElse) {
   }
 }
 
+// Whether a text matches two or more of a oneOf's branches (each with the
+// keywords beside the oneOf): invalid for JSON Schema, and taken by tps,
+// which holds a oneOf as anyOf (a grammar cannot count the branches a text
+// matches).
+bool matches_several_branches(const json& s, const std::string& text) {
+  if (!s.is_object() || !s.contains("oneOf")) return false;
+  int matched = 0;
+  for (const json& branch : s["oneOf"]) {
+    json one = s;
+    one.erase("oneOf");
+    one["allOf"] = json::array({branch});
+    try {
+      matched += matches(schema(one.dump()), text);
+    } catch (const InputError&) {
+    }
+  }
+  return matched >= 2;
+}
+
 // JSON-Schema-Test-Suite (Debian's json-schema-test-suite, draft 7): a
 // grammar may take fewer texts than its schema allows (members in schema
 // order, no additional members unless asked), never one the suite calls
-// invalid. Its valid data shows how much a grammar takes of what it could.
+// invalid but a text that matches several branches of a oneOf. Its valid data shows how much a grammar takes of what it
+// could.
 TEST(JsonSchema, NeverTakesWhatTheTestSuiteCallsInvalid) {
   const std::filesystem::path suite = "/usr/share/json-schema-test-suite/tests/draft7";
   ASSERT_TRUE(std::filesystem::is_directory(suite))
@@ -204,7 +265,7 @@ TEST(JsonSchema, NeverTakesWhatTheTestSuiteCallsInvalid) {
         const std::string text = t["data"].dump();
         if (t["valid"].get<bool>()) {
           ++valid, valid_taken += matches(g, text);
-        } else {
+        } else if (!matches_several_branches(group["schema"], text)) {  // oneOf held as anyOf
           ++invalid;
           EXPECT_FALSE(matches(g, text)) << file.path().filename() << ": " << group["description"] << " / "
                                          << t["description"] << ": " << text;
@@ -214,11 +275,11 @@ TEST(JsonSchema, NeverTakesWhatTheTestSuiteCallsInvalid) {
   }
   std::printf("draft 7: %d schemas, %d refused; %d invalid texts refused; %d of %d valid texts taken\n", schemas,
               refused, invalid, valid_taken, valid);
-  // Measured: 57 of 124 schemas honoured (the rest use not, if/then/else,
-  // dependencies, patternProperties, remote references ... by design of
-  // the suite, or match nothing at all), 82 of 109 valid texts taken, all
-  // 106 invalid ones refused.
-  EXPECT_GE(schemas - refused, 57);
+  // Measured: 75 of 124 schemas honoured (the rest use not, if/then/else,
+  // dependencies, remote references ... by design of the suite, or match
+  // nothing at all), 100 of 145 valid texts taken, all 121 invalid ones
+  // refused but those of several oneOf branches.
+  EXPECT_GE(schemas - refused, 75);
 }
 
 TEST(JsonSchema, WhatItCannotHonourIsRefusedByKeywordAndPath) {
@@ -227,13 +288,22 @@ TEST(JsonSchema, WhatItCannotHonourIsRefusedByKeywordAndPath) {
        "schema at /properties/a: 'not' is not supported"},
       {R"({"type":"array","uniqueItems":true})", "schema at /: 'uniqueItems' is not supported"},
       {R"({"type":"number","minimum":0.5})", "minimum 0.5"},
-      {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", "'oneOf' whose branches may both match"},
       {R"({"$ref":"https://example.com/s.json"})", "only references inside the document"},
       {R"({"$ref":"#/$defs/missing"})", "points at nothing"},
       {R"({"type":"string","pattern":"(a)\\1"})", "backreference"},
-      {R"({"type":"string","format":"hostname"})", "format 'hostname' is not supported"},
+      {R"({"type":"string","format":"ipv6"})", "format 'ipv6' is not supported"},
       {R"({"type":"thing"})", "is not a JSON Schema type"},
-      {R"({"type":"string","maxLength":100000})", "'maxLength' above"},
+      {R"({"type":"string","maxLength":2000000})", "'maxLength' above"},
+      {R"({"type":"object","required":["a"],"additionalProperties":false})",
+       "required property 'a' is not in 'properties' and 'additionalProperties' is false"},
+      {R"({"type":"string","format":"date","maxLength":9})", "with lengths 0 to 9: no way found"},
+      {R"({"type":"string","pattern":"^(a?)+$","minLength":3})", "with lengths 3 to any: no way found"},
+      {R"({"type":"object","properties":{"a":{}},"minProperties":2})", "'minProperties' 2: fewer properties"},
+      {R"({"type":"integer","multipleOf":5})", "'multipleOf' 5 is not supported"},
+      {R"({"type":"object","required":["a","b"],"properties":{"a":{},"b":{}},"maxProperties":1})",
+       "more properties required than 'maxProperties'"},
+      {R"({"type":"object","patternProperties":{"^x":{}},"additionalProperties":true})",
+       "'patternProperties' beside 'additionalProperties' other than false"},
       {"false", "accepts nothing"},
       // Bounds past the integers written are refused, not dropped.
       {R"({"type":"integer","minimum":1e308})", "schema at /: 'minimum' 1e+308 on an integer"},

@@ -36,24 +36,20 @@ const std::set<std::string> kRefused = {"not",
                                         "contains",
                                         "minContains",
                                         "maxContains",
-                                        "patternProperties",
                                         "propertyNames",
-                                        "minProperties",
-                                        "maxProperties",
-                                        "multipleOf",
                                         "dependentRequired",
                                         "dependentSchemas",
                                         "dependencies",
                                         "unevaluatedProperties",
                                         "unevaluatedItems",
-                                        "additionalItems",
                                         "$dynamicRef",
                                         "$recursiveRef",
                                         "$dynamicAnchor",
                                         "$recursiveAnchor"};
 constexpr int kMaxDepth = 64;
 constexpr uint32_t kMaxPositions = Grammar::kMaxPositions;
-constexpr int kMaxCount = 1000;  // minItems, maxItems (bounded ones), maxLength: 10 x this
+constexpr int kMaxCount = 1000;        // minItems, maxItems (bounded ones): a rule each
+constexpr int kMaxLength = 1'000'000;  // minLength, maxLength: a counter on a loop (grammar.h)
 // The matcher's work all of an enum's values may take to be checked
 // against the keywords beside it: a few tokens' worth (matcher.h).
 constexpr uint64_t kCheckWork = 4 * Matcher::kWorkPerToken;
@@ -90,12 +86,14 @@ class SchemaCompiler {
       const json one = merged(s, path);
       return one == false ? nothing() : compile(one, path, depth + 1);
     }
+    // oneOf as anyOf: a grammar cannot forbid that a text match two
+    // branches (docs/USAGE.md says so); most oneOfs tell their branches
+    // apart by type or by a const, and hold exactly.
     for (const char* k : {"anyOf", "oneOf"})
       if (s.contains(k)) {
         const json& branches = s[k];
         if (!branches.is_array() || branches.empty())
           throw InputError(cat(at(path), ": '", k, "' must be a non-empty array"));
-        if (std::string(k) == "oneOf") check_exclusive(branches, path);
         // Keywords beside it apply to every branch: each merged with them.
         const bool siblings = has_siblings(s, k);
         const int r = g_.declare(k);
@@ -167,11 +165,33 @@ class SchemaCompiler {
   }
 
   static bool validating(const std::string& key) {
-    static const std::set<std::string> kKnown = {
-        "type",    "enum",        "const",    "properties", "required",         "additionalProperties",
-        "items",   "prefixItems", "minItems", "maxItems",   "minLength",        "maxLength",
-        "pattern", "format",      "minimum",  "maximum",    "exclusiveMinimum", "exclusiveMaximum",
-        "anyOf",   "oneOf",       "allOf",    "$ref"};
+    static const std::set<std::string> kKnown = {"type",
+                                                 "enum",
+                                                 "const",
+                                                 "properties",
+                                                 "required",
+                                                 "additionalProperties",
+                                                 "items",
+                                                 "prefixItems",
+                                                 "minItems",
+                                                 "maxItems",
+                                                 "minLength",
+                                                 "maxLength",
+                                                 "pattern",
+                                                 "format",
+                                                 "minimum",
+                                                 "maximum",
+                                                 "exclusiveMinimum",
+                                                 "exclusiveMaximum",
+                                                 "anyOf",
+                                                 "oneOf",
+                                                 "allOf",
+                                                 "$ref",
+                                                 "additionalItems",
+                                                 "minProperties",
+                                                 "maxProperties",
+                                                 "patternProperties",
+                                                 "multipleOf"};
     return kKnown.count(key) > 0 || kRefused.count(key) > 0;
   }
 
@@ -194,10 +214,11 @@ class SchemaCompiler {
         if (s.contains(k)) return true;
       return false;
     };
-    if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
-    if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
+    if (has({"properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties"}))
+      types.push_back("object");
+    if (has({"items", "prefixItems", "minItems", "maxItems", "additionalItems"})) types.push_back("array");
     if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
-    if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types.push_back("number");
+    if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})) types.push_back("number");
     return types;
   }
 
@@ -283,67 +304,6 @@ class SchemaCompiler {
     return out;
   }
 
-  // oneOf's branches must not both match: distinct types, or objects that
-  // a required property's const or enum tells apart.
-  void check_exclusive(const json& branches, const std::string& path) const {
-    std::vector<std::set<std::string>> types;
-    for (const json& b0 : branches) {
-      const json& b = b0.is_object() && b0.contains("$ref") ? pointer(b0["$ref"].get<std::string>(), path) : b0;
-      std::set<std::string> t;
-      if (b.is_object()) {
-        if (b.contains("const")) t.insert(json_type(b["const"]));
-        if (b.contains("enum") && b["enum"].is_array())
-          for (const json& v : b["enum"]) t.insert(json_type(v));
-        for (const std::string& x : types_of(b, path)) t.insert(x == "integer" ? "number" : x);
-      }
-      types.push_back(t);
-    }
-    bool disjoint = true;
-    for (size_t i = 0; i < types.size() && disjoint; ++i)
-      for (size_t j = i + 1; j < types.size() && disjoint; ++j) {
-        if (types[i].empty() || types[j].empty()) disjoint = false;  // a branch of any type
-        for (const std::string& x : types[i])
-          if (types[j].count(x)) disjoint = false;
-      }
-    if (disjoint) return;
-    // Objects told apart by a property every branch requires with a const
-    // or enum, the values of no two branches shared.
-    const json& first = branches[0].is_object() && branches[0].contains("$ref")
-                            ? pointer(branches[0]["$ref"].get<std::string>(), path)
-                            : branches[0];
-    if (first.is_object() && first.contains("properties"))
-      for (const auto& [name, unused] : first["properties"].items()) {
-        std::set<std::string> seen;
-        bool ok = true;
-        for (const json& b0 : branches) {
-          const json& b = b0.is_object() && b0.contains("$ref") ? pointer(b0["$ref"].get<std::string>(), path) : b0;
-          const bool required = b.is_object() && b.contains("required") && b["required"].is_array() &&
-                                std::find(b["required"].begin(), b["required"].end(), name) != b["required"].end();
-          const json* p =
-              required && b.contains("properties") && b["properties"].contains(name) ? &b["properties"][name] : nullptr;
-          if (!p || !p->is_object() || !(p->contains("const") || p->contains("enum"))) {
-            ok = false;
-            break;
-          }
-          for (const json& v : p->contains("const") ? json::array({(*p)["const"]}) : (*p)["enum"])
-            if (!seen.insert(v.dump()).second) ok = false;
-        }
-        if (ok) return;
-      }
-    throw InputError(cat(at(path),
-                         ": 'oneOf' whose branches may both match is not supported (branches of distinct "
-                         "types, or objects told apart by a required const property, are)"));
-  }
-
-  static std::string json_type(const json& v) {
-    if (v.is_object()) return "object";
-    if (v.is_array()) return "array";
-    if (v.is_string()) return "string";
-    if (v.is_number()) return "number";
-    if (v.is_boolean()) return "boolean";
-    return "null";
-  }
-
   int count(const json& s, const char* key, int fallback, int limit, const std::string& path) const {
     if (!s.contains(key)) return fallback;
     const json& v = s[key];
@@ -351,6 +311,50 @@ class SchemaCompiler {
       throw InputError(cat(at(path), ": '", key, "' must be a non-negative integer"));
     if (v.get<int64_t>() > limit) throw InputError(cat(at(path), ": '", key, "' above ", limit, " is not supported"));
     return v.get<int>();
+  }
+
+  // patternProperties: for each pattern, its member rule (a name the
+  // pattern matches, the value its schema), and a matcher of names (for
+  // the names listed or required, whose values must satisfy it too).
+  struct NamePattern {
+    std::string where;
+    std::unique_ptr<Matcher> names;
+    json schema;
+    int member;
+  };
+  std::vector<NamePattern> name_patterns(const json& s, const std::string& path, int depth) {
+    std::vector<NamePattern> out;
+    if (!s.contains("patternProperties")) return out;
+    if (!s["patternProperties"].is_object()) throw InputError(cat(at(path), ": 'patternProperties' must be an object"));
+    for (const auto& [pattern, schema] : s["patternProperties"].items()) {
+      const std::string where = cat(path, "/patternProperties/", pattern);
+      Grammar alone;
+      JsonText alone_text(alone);
+      alone.finish(pattern_rule(alone, alone_text, pattern, at(where)));
+      OriginScope keyword(g_, cat(at(where), ": 'patternProperties'"));
+      const int name = text_.quoted(pattern_rule(g_, text_, pattern, at(where)));
+      const int value = compile(schema, where, depth + 1);
+      out.push_back(
+          {where,
+           std::make_unique<Matcher>(
+               std::make_shared<const CompiledGrammar>(CompiledGrammar{std::move(alone), nullptr, {}}), kCheckWork),
+           schema,
+           g_.sequence("member", {Grammar::rule(name), text_.ws(), g_.byte(':'), text_.ws(), Grammar::rule(value)})});
+    }
+    return out;
+  }
+
+  // A named member's value: its schema (or none) and the schemas of the
+  // patterns its name matches (`matched` set then), all held.
+  int member_value(const std::string& name, const json* schema, const std::vector<NamePattern>& patterns,
+                   const std::string& where, int depth, bool& matched) {
+    json all = json::array();
+    if (schema) all.push_back(*schema);
+    const std::string text = json(name).dump();
+    for (const NamePattern& p : patterns)
+      if (p.names->matches(std::string_view(text).substr(1, text.size() - 2))) all.push_back(p.schema), matched = true;
+    if (all.empty()) return text_.any_value();
+    return compile(all.size() == 1 ? all[0] : json{{"allOf", all}}, where, depth + 1);
   }
 
   int object(const json& s, const std::string& path, int depth) {
@@ -368,34 +372,68 @@ class SchemaCompiler {
         required.insert(n.get<std::string>());
       }
     }
+    const json extra = s.contains("additionalProperties") ? s["additionalProperties"] : json(false);
+    const std::vector<NamePattern> patterns = name_patterns(s, path, depth);
+    if (!patterns.empty() && extra != false)
+      throw InputError(cat(at(path),
+                           ": 'patternProperties' beside 'additionalProperties' other than false is not "
+                           "supported (an additional name must match no pattern)"));
     auto member = [&](const std::string& name, int value) {
       return g_.sequence("member", {Grammar::rule(text_.value(json(name))), text_.ws(), g_.byte(':'), text_.ws(),
                                     Grammar::rule(value)});
     };
     std::set<std::string> listed;
+    bool named = false;  // a listed or required name matches a pattern
     if (s.contains("properties")) {
       if (!s["properties"].is_object()) throw InputError(cat(at(path), ": 'properties' must be an object"));
       for (const auto& [name, schema] : s["properties"].items()) {
         listed.insert(name);
-        members.push_back({name, required.count(name) > 0,
-                           member(name, compile(schema, cat(path, "/properties/", name), depth + 1))});
+        const std::string where = cat(path, "/properties/", name);
+        members.push_back(
+            {name, required.count(name) > 0, member(name, member_value(name, &schema, patterns, where, depth, named))});
       }
     }
-    const json extra = s.contains("additionalProperties") ? s["additionalProperties"] : json(false);
+    // A required property 'properties' does not list takes any value, or
+    // additionalProperties' schema or the patterns' (the default false is
+    // tps's narrowing of members it writes, not a rule against this one).
     for (const std::string& name : required)
       if (!listed.count(name)) {
-        if (extra == false) throw InputError(cat(at(path), ": required property '", name, "' is not in 'properties'"));
-        members.push_back({name, true,
-                           member(name, extra == true ? text_.any_value()
-                                                      : compile(extra, path + "/additionalProperties", depth + 1))});
+        if (s.contains("additionalProperties") && extra == false)
+          throw InputError(cat(at(path), ": required property '", name,
+                               "' is not in 'properties' and 'additionalProperties' is false: nothing matches"));
+        const json* schema = extra.is_object() ? &extra : nullptr;
+        members.push_back({name, true, member(name, member_value(name, schema, patterns, path, depth, named))});
       }
-    // Extra members, after the listed ones.
+    // Extra members, after the listed ones: additional, or named by a pattern.
     std::optional<int> extra_member;
     if (extra != false)
       extra_member = g_.sequence(
           "member", {Grammar::rule(text_.any_string()), text_.ws(), g_.byte(':'), text_.ws(),
                      Grammar::rule(extra == true ? text_.any_value()
                                                  : compile(extra, path + "/additionalProperties", depth + 1))});
+    // Of one pattern only, that no listed or required name matches: a name
+    // matching two patterns must satisfy both schemas, and a listed name
+    // its own schema too, which one member rule cannot say (otherwise none
+    // is written: a narrowing).
+    if (patterns.size() == 1 && !named) extra_member = patterns[0].member;
+    // min/maxProperties: optional members made required in order, or left
+    // out from the last, as the bounds need (a narrowing); extra members
+    // written as many as minProperties still needs.
+    int count_required = static_cast<int>(required.size());
+    const int least = count(s, "minProperties", 0, kMaxCount, path);
+    for (Member& m : members)
+      if (count_required < least && !m.required) m.required = true, ++count_required;
+    const int extra_needed = std::max(0, least - count_required);
+    if (extra_needed > 0 && !extra_member)
+      throw InputError(cat(at(path), ": 'minProperties' ", least, ": fewer properties than that can be written"));
+    const int most = count(s, "maxProperties", -1, kMaxCount, path);
+    if (most >= 0) {
+      if (extra_member)
+        throw InputError(cat(at(path), ": 'maxProperties' beside additional or pattern properties is not supported"));
+      if (count_required > most) throw InputError(cat(at(path), ": more properties required than 'maxProperties'"));
+      for (size_t i = members.size(); i-- > 0 && static_cast<int>(members.size()) > most;)
+        if (!members[i].required) members.erase(members.begin() + static_cast<std::ptrdiff_t>(i));
+    }
     const int comma = g_.sequence("comma", {text_.ws(), g_.byte(','), text_.ws()});
     // rest[i][h]: the members from i on, h: one came before (a comma first).
     std::map<std::pair<size_t, bool>, int> rest;
@@ -406,13 +444,13 @@ class SchemaCompiler {
       std::vector<Element> sep;
       if (after) sep.push_back(Grammar::rule(comma));
       if (i == members.size()) {
-        g_.add_alternative(r, {});
+        if (extra_needed == 0) g_.add_alternative(r, {});
         if (extra_member) {
           std::vector<Element> e = sep;
           e.push_back(Grammar::rule(*extra_member));
           e.push_back(Grammar::rule(g_.repeat(
-              "more", Grammar::rule(g_.sequence("more", {Grammar::rule(comma), Grammar::rule(*extra_member)})), 0,
-              -1)));
+              "more", Grammar::rule(g_.sequence("more", {Grammar::rule(comma), Grammar::rule(*extra_member)})),
+              std::max(0, extra_needed - 1), -1)));
           g_.add_alternative(r, e);
         }
         return r;
@@ -443,6 +481,8 @@ class SchemaCompiler {
       if (s["items"] != false) item = compile(s["items"], path + "/items", depth + 1);
     } else if (!tuple_items) {
       item = text_.any_value();
+    } else if (s.contains("additionalItems") && s["additionalItems"] != false) {  // draft 7: after the tuple
+      item = compile(s["additionalItems"], path + "/additionalItems", depth + 1);
     }
     const int min = count(s, "minItems", 0, kMaxCount, path);
     const int max = count(s, "maxItems", -1, kMaxCount, path);
@@ -475,24 +515,23 @@ class SchemaCompiler {
   }
 
   int string(const json& s, const std::string& path) {
-    const int min = count(s, "minLength", 0, 10 * kMaxCount, path);
-    const int max = count(s, "maxLength", -1, 10 * kMaxCount, path);
+    const int min = count(s, "minLength", 0, kMaxLength, path);
+    const int max = count(s, "maxLength", -1, kMaxLength, path);
     if (max >= 0 && max < min) throw InputError(cat(at(path), ": 'maxLength' is below 'minLength'"));
-    const bool lengths = s.contains("minLength") || s.contains("maxLength");
-    if (s.contains("pattern") || s.contains("format")) {
-      if (lengths || (s.contains("pattern") && s.contains("format")))
-        throw InputError(cat(at(path), ": 'pattern' or 'format' with another string constraint is not supported"));
-      if (s.contains("pattern")) {
-        if (!s["pattern"].is_string()) throw InputError(cat(at(path), ": 'pattern' must be a string"));
-        OriginScope keyword(g_, cat(at(path), ": 'pattern'"));
-        const int r = pattern_rule(g_, text_, s["pattern"], at(path));
-        g_.add_probe(r);
-        return text_.quoted(r);
-      }
+    int formatted = -1;  // a format held (one JSON Schema does not define constrains nothing)
+    if (s.contains("format")) {
       if (!s["format"].is_string()) throw InputError(cat(at(path), ": 'format' must be a string"));
-      return text_.quoted(format_rule(g_, text_, s["format"], at(path)));
+      formatted = format_rule(g_, text_, s["format"], at(path), min, max);
     }
-    return text_.string_of_length(min, max);
+    if (s.contains("pattern")) {
+      if (formatted >= 0) throw InputError(cat(at(path), ": 'pattern' and 'format' together are not supported"));
+      if (!s["pattern"].is_string()) throw InputError(cat(at(path), ": 'pattern' must be a string"));
+      OriginScope keyword(g_, cat(at(path), ": 'pattern'"));
+      const int r = pattern_rule(g_, text_, s["pattern"], at(path), min, max);
+      g_.add_probe(r);
+      return text_.quoted(r);
+    }
+    return formatted >= 0 ? text_.quoted(formatted) : text_.string_of_length(min, max);
   }
 
   int number(const json& s, bool integer, const std::string& path) {
@@ -516,7 +555,19 @@ class SchemaCompiler {
     };
     bound("minimum", "exclusiveMinimum", lo, false);
     bound("maximum", "exclusiveMaximum", hi, true);
-    if (!integer) return text_.number(lo, hi, at(path));
+    // multipleOf 1, 0.1, 0.01, ...: numbers of at most that many fraction
+    // digits (every multiple of 10^-d written so); other steps are refused.
+    int fraction_digits = -1;
+    if (s.contains("multipleOf")) {
+      const json& m = s["multipleOf"];
+      if (!m.is_number() || !(m.get<double>() > 0))
+        throw InputError(cat(at(path), ": 'multipleOf' must be a number above 0"));
+      for (int d = 0; d <= 15 && fraction_digits < 0; ++d)
+        if (std::fabs(m.get<double>() * std::pow(10.0, d) - 1) < 1e-9) fraction_digits = d;
+      if (fraction_digits < 0)  // (an integer is a multiple of every one of these)
+        throw InputError(cat(at(path), ": 'multipleOf' ", m.dump(), " is not supported (1, 0.1, 0.01, ... are)"));
+    }
+    if (!integer) return text_.number(lo, hi, at(path), fraction_digits);
     // Bounds past the integers written are refused, not dropped: a
     // minimum above them leaves nothing to write (below them, the integers
     // written all lie inside).

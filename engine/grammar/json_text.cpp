@@ -241,17 +241,27 @@ int JsonText::integer(std::optional<int64_t> lo, std::optional<int64_t> hi) {
   return r;
 }
 
-int JsonText::number(std::optional<NumberBound> lo, std::optional<NumberBound> hi, const std::string& where) {
+int JsonText::number(std::optional<NumberBound> lo, std::optional<NumberBound> hi, const std::string& where,
+                     int fraction_digits) {
+  // A bound beyond every number written (15 integer digits) bounds nothing.
+  const double beyond = static_cast<double>(kMaxMagnitude) + 1;
+  if (hi && hi->value >= beyond) hi.reset();
+  if (lo && lo->value <= -beyond) lo.reset();
   for (const auto& [bound, name] : {std::pair{lo, "minimum"}, {hi, "maximum"}})
     if (bound && (bound->value != std::floor(bound->value) || std::fabs(bound->value) > 1e15))
       throw InputError(cat(where, ": ", name, " ", bound->value,
-                           " on a number: only whole-number bounds up to 10^15 are supported"));
-  if (!fraction_)
-    fraction_ = g_.repeat(
-        "fraction", Grammar::rule(g_.sequence("fraction", {g_.byte('.'), Grammar::rule(digit_run(1, kMaxDigits))})), 0,
-        1);
-  const int optional_fraction = *fraction_;
-  if (!lo && !hi) {
+                           " on a number: only whole-number bounds within 10^15 are supported"));
+  const int digits = fraction_digits < 0 ? static_cast<int>(kMaxDigits) : fraction_digits;
+  auto [fraction, added] = fractions_.try_emplace(digits, -1);
+  if (added)
+    fraction->second =
+        digits == 0
+            ? g_.sequence("no fraction", {})
+            : g_.repeat("fraction",
+                        Grammar::rule(g_.sequence("fraction", {g_.byte('.'), Grammar::rule(digit_run(1, digits))})), 0,
+                        1);
+  const int optional_fraction = fraction->second;
+  if (!lo && !hi && fraction_digits < 0) {
     if (!any_number_) {
       ByteSet e, sign;
       e.set('e'), e.set('E'), sign.set('+'), sign.set('-');

@@ -51,8 +51,11 @@ class JsonText {
   // Integers within [lo, hi] (each bound optional; whole numbers).
   int integer(std::optional<int64_t> lo, std::optional<int64_t> hi);
   // Numbers within bounds; bounds must be whole numbers (InputError names
-  // `where` otherwise: "at /properties/x: minimum 0.5 ...").
-  int number(std::optional<NumberBound> lo, std::optional<NumberBound> hi, const std::string& where);
+  // `where` otherwise: "at /properties/x: minimum 0.5 ..."). fraction_digits
+  // >= 0: at most that many after the point, and no exponent (multiples of
+  // 10^-digits).
+  int number(std::optional<NumberBound> lo, std::optional<NumberBound> hi, const std::string& where,
+             int fraction_digits = -1);
   int boolean();
   int null();
   // Exactly this value, as its compact text.
@@ -79,7 +82,8 @@ class JsonText {
   int digit_run(int min, int max);
 
   Grammar& g_;
-  std::optional<int> ws_, any_string_, character_, non_ascii_, boolean_, null_, fraction_, any_number_;
+  std::optional<int> ws_, any_string_, character_, non_ascii_, boolean_, null_, any_number_;
+  std::map<int, int> fractions_;  // by most digits
   std::map<std::pair<int, int>, int> lengths_, digit_runs_;
   std::map<int, int> values_, objects_, arrays_;
   std::map<std::pair<uint64_t, uint64_t>, int> ranges_;

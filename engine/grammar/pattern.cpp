@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <bitset>
 #include <cctype>
+#include <climits>
+#include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "runtime/error.h"
@@ -46,14 +50,22 @@ class PatternParser {
  public:
   PatternParser(const std::string& p, const std::string& where) : p_(p), where_(where) {}
 
-  // The pattern, and whether it is anchored at each end.
-  Node parse(bool& anchored_start, bool& anchored_end) {
-    anchored_start = eat('^');
-    Node body = alternation();
-    anchored_end = false;
-    if (at_ < p_.size() && p_[at_] == '$' && at_ + 1 == p_.size()) anchored_end = true, ++at_;
+  // The strings the pattern matches, whole: each alternative at its top
+  // level anchored or not at each end (JSON Schema's patterns match
+  // anywhere: without `^`, characters of any kind come before the match;
+  // without `$`, after it).
+  Node parse() {
+    Node whole(Node::Kind::choice);
+    do {
+      Node branch(Node::Kind::sequence);
+      const bool start = eat('^');
+      if (!start) branch.parts.push_back(anything());
+      branch.parts.push_back(sequence());
+      if (!eat('$')) branch.parts.push_back(anything());
+      whole.parts.push_back(std::move(branch));
+    } while (eat('|'));
     if (at_ != p_.size()) fail(cat("unexpected '", p_[at_], "' at ", at_));
-    return body;
+    return whole.parts.size() == 1 ? std::move(whole.parts[0]) : whole;
   }
 
   [[noreturn]] void fail(const std::string& what) const {
@@ -77,9 +89,21 @@ class PatternParser {
 
   Node sequence() {
     Node seq(Node::Kind::sequence);
-    while (at_ < p_.size() && peek() != '|' && peek() != ')' && !(peek() == '$' && at_ + 1 == p_.size()))
+    while (at_ < p_.size() && peek() != '|' && peek() != ')' && !top_level_end())
       seq.parts.push_back(quantified(atom()));
     return seq;
+  }
+
+  // A `$` that ends an alternative of the pattern's top level.
+  bool top_level_end() const {
+    return peek() == '$' && groups_open_ == 0 && (at_ + 1 == p_.size() || p_[at_ + 1] == '|');
+  }
+
+  static Node anything() {
+    Node any(Node::Kind::repeat);
+    any.parts.push_back(chars(CharSet{ascii_range(0, 127), true}));
+    any.min = 0, any.max = -1;
+    return any;
   }
 
   int number() {
@@ -234,6 +258,126 @@ class PatternParser {
   int groups_open_ = 0;
 };
 
+// A string length bound (minLength, maxLength) held by narrowing the
+// pattern: repetitions capped, alternatives that cannot fit left out, a
+// sequence's spare length shared among its parts -- every string left
+// matches the pattern and has a length in bounds (a subset of those that
+// do, chosen in linear time with no counter in the grammar).
+constexpr int kAny = INT32_MAX;  // no maximum
+
+struct Span {
+  int min, max;  // characters; max kAny: no bound
+};
+
+int add(int a, int b) { return a == kAny || b == kAny ? kAny : std::min<int64_t>(int64_t{a} + b, kAny - 1); }
+int times(int count, int each) {
+  if (count == 0 || each == 0) return 0;
+  return count == kAny || each == kAny ? kAny : static_cast<int>(std::min<int64_t>(int64_t{count} * each, kAny - 1));
+}
+
+Span span(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::chars:
+    case Node::Kind::literal: return {1, 1};
+    case Node::Kind::sequence: {
+      Span s{0, 0};
+      for (const Node& p : n.parts) {
+        const Span q = span(p);
+        s = {add(s.min, q.min), add(s.max, q.max)};
+      }
+      return s;
+    }
+    case Node::Kind::choice: {
+      Span s{kAny, 0};
+      for (const Node& p : n.parts) {
+        const Span q = span(p);
+        s = {std::min(s.min, q.min), std::max(s.max, q.max)};
+      }
+      return s;
+    }
+    case Node::Kind::repeat: {
+      const Span q = span(n.parts[0]);
+      return {times(n.min, q.min), times(n.max < 0 ? kAny : n.max, q.max)};
+    }
+  }
+  return {0, 0};
+}
+
+// Narrows n to its matches of at least `least` characters (a repetition's
+// count raised, or a sequence's first parts that can grow); false when this
+// cannot make it so.
+bool at_least(Node& n, int least) {
+  const Span s = span(n);
+  if (s.min >= least) return true;
+  if (s.max < least) return false;
+  switch (n.kind) {
+    case Node::Kind::choice:
+      std::erase_if(n.parts, [&](Node& p) { return !at_least(p, least); });
+      return !n.parts.empty();
+    case Node::Kind::sequence: {
+      int need = least - s.min;
+      for (Node& p : n.parts) {
+        const Span q = span(p);
+        const int take = std::min(need, q.max == kAny ? need : q.max - q.min);
+        if (take > 0 && !at_least(p, q.min + take)) return false;
+        need -= std::max(take, 0);
+      }
+      return need == 0;
+    }
+    case Node::Kind::repeat: {
+      // Each time at least the part's shortest: a part that can be empty
+      // is repeated by its non-empty matches (Emitter), so no count helps.
+      const int each = span(n.parts[0]).min;
+      if (each == 0) return false;
+      n.min = std::max(n.min, (least + each - 1) / each);
+      return n.max < 0 || n.min <= n.max;
+    }
+    case Node::Kind::chars:
+    case Node::Kind::literal: break;
+  }
+  return false;
+}
+
+// Narrows n to its matches of at most `most` characters; false when none is.
+bool at_most(Node& n, int most) {
+  const Span s = span(n);
+  if (s.min > most) return false;
+  if (s.max <= most) return true;
+  switch (n.kind) {
+    case Node::Kind::choice:
+      std::erase_if(n.parts, [&](Node& p) { return !at_most(p, most); });
+      return !n.parts.empty();
+    case Node::Kind::sequence: {
+      // Each part its shortest, and the spare length shared evenly among
+      // the parts that can be longer.
+      int spare = most - s.min, growing = 0;
+      for (const Node& p : n.parts) growing += span(p).max > span(p).min;
+      for (Node& p : n.parts) {
+        const Span q = span(p);
+        if (q.max == q.min) continue;
+        const int share = spare / growing--;
+        if (!at_most(p, q.min + share)) return false;
+        spare -= share;
+      }
+      return true;
+    }
+    case Node::Kind::repeat: {
+      // At most `most` times (each at least one character: a part that can
+      // be empty is repeated by its non-empty matches), each of at most
+      // most / count characters.
+      Node& part = n.parts[0];
+      const int each = std::max(span(part).min, 1);
+      const int count = std::min(n.max < 0 ? kAny : n.max, most / each);
+      n.max = count;
+      n.min = std::min(n.min, count);
+      return count == 0 || at_most(part, most / count);
+    }
+    case Node::Kind::chars:
+    case Node::Kind::literal: break;
+  }
+  return false;
+}
+
 // Emits a parsed pattern as rules. A repeated character class becomes a
 // loop (grammar.h) -- a table lookup per token instead of a walk of every
 // token made of its characters -- when nothing that may follow it starts
@@ -377,43 +521,55 @@ class Emitter {
 
 }  // namespace
 
-int pattern_rule(Grammar& g, JsonText& text, const std::string& pattern, const std::string& where) {
-  bool anchored_start = false, anchored_end = false;
-  Node body = PatternParser(pattern, where).parse(anchored_start, anchored_end);
-  // Without an anchor, characters of any kind may come before or after the
-  // match: the body between two "anything" repetitions. The string's
-  // closing quote follows it all.
-  Node any(Node::Kind::repeat);
-  Node every(Node::Kind::chars);
-  every.set = CharSet{ascii_range(0, 127), true};
-  any.parts.push_back(every);
-  any.min = 0, any.max = -1;
-  Node whole(Node::Kind::sequence);
-  if (!anchored_start) whole.parts.push_back(any);
-  whole.parts.push_back(std::move(body));
-  if (!anchored_end) whole.parts.push_back(any);
+int pattern_rule(Grammar& g, JsonText& text, const std::string& pattern, const std::string& where, int min_length,
+                 int max_length) {
+  Node whole = PatternParser(pattern, where).parse();
+  const Span s = span(whole);
+  const int most = max_length < 0 ? kAny : max_length;
+  if (s.min < min_length || s.max > most) {
+    const bool fits = at_least(whole, min_length) && at_most(whole, most);
+    const Span now = span(whole);
+    if (!fits || now.min < min_length || now.max > most)
+      throw InputError(cat(where, ": pattern '", pattern, "' with lengths ", min_length, " to ",
+                           max_length < 0 ? "any" : cat(max_length),
+                           ": no way found to hold both (a repetition of something that can be empty, or lengths "
+                           "the pattern cannot have)"));
+  }
   Emitter emitter(g, text, where);
-  return g.sequence("pattern", {emitter.emit(whole, ByteSet().set('"'))});
+  return g.sequence("pattern", {emitter.emit(whole, ByteSet().set('"'))});  // the closing quote follows
 }
 
-int format_rule(Grammar& g, JsonText& text, const std::string& format, const std::string& where) {
+int format_rule(Grammar& g, JsonText& text, const std::string& format, const std::string& where, int min_length,
+                int max_length) {
   static const std::string kDate =
       "\\d{4}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)";
   static const std::string kTime = "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
-  std::string p;
-  if (format == "date")
-    p = kDate;
-  else if (format == "time")
-    p = kTime;
-  else if (format == "date-time")
-    p = kDate + "T" + kTime;
-  else if (format == "uuid")
-    p = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
-  else if (format == "email")
-    p = "[a-z0-9_+-]{1,20}(\\.[a-z0-9_+-]{1,20}){0,2}@([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\\.){1,3}[a-z]{2,10}";
-  else
-    throw InputError(cat(where, ": format '", format, "' is not supported (date-time, date, time, uuid, email are)"));
-  return pattern_rule(g, text, "^" + p + "$", where);
+  static const std::string kLabel = "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?";
+  static const std::string kHost = kLabel + "(\\." + kLabel + "){0,3}";
+  static const std::string kOctet = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+  static const std::map<std::string, std::string> kHeld = {
+      {"date", kDate},
+      {"time", kTime},
+      {"date-time", kDate + "T" + kTime},
+      {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
+      {"email", "[a-z0-9_+-]{1,20}(\\.[a-z0-9_+-]{1,20}){0,2}@([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\\.){1,3}[a-z]{2,10}"},
+      {"hostname", kHost},
+      {"ipv4", kOctet + "(\\." + kOctet + "){3}"},
+      {"uri", "https?://" + kHost + "(/[A-Za-z0-9._~-]{1,20}){0,8}"},
+      {"uri-reference", "https?://" + kHost + "(/[A-Za-z0-9._~-]{1,20}){0,8}"}};
+  // The formats JSON Schema defines that are not held; any other format
+  // name is an annotation (JSON Schema: unknown formats constrain nothing).
+  static const std::set<std::string> kRefused = {
+      "duration",     "idn-email",    "idn-hostname",          "ipv6", "iri", "iri-reference",
+      "uri-template", "json-pointer", "relative-json-pointer", "regex"};
+  const auto held = kHeld.find(format);
+  if (held != kHeld.end()) return pattern_rule(g, text, "^" + held->second + "$", where, min_length, max_length);
+  if (kRefused.count(format)) {
+    std::string names;
+    for (const auto& [name, unused] : kHeld) names += (names.empty() ? "" : ", ") + name;
+    throw InputError(cat(where, ": format '", format, "' is not supported (", names, " are)"));
+  }
+  return -1;
 }
 
 }  // namespace tps
