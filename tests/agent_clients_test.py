@@ -126,12 +126,13 @@ def main():
             prompt = metric(port, "tps_prompt_tokens_total") - prompt
             cached = metric(port, "tps_prompt_tokens_cached_total") - cached
             # A resumed turn that follows only text reuses all but its new
-            # message (7,536 of 7,551 measured). The random model's calls
-            # cost more: the scheduler caches the sliding-window layers'
-            # blocks of prompts, not of generated tokens, so each follow-up
-            # recomputes the turn before it (74-89% measured over a resume).
-            if prompt <= 0 or cached < 0.5 * prompt:
-                fail(f"codex exec resume --last: {cached:.0f} of {prompt:.0f} prompt tokens from the cache (bar 50%)")
+            # message (7,536 of 7,561 measured). After the random model's
+            # calls, each request drops the reasoning of the turn before: it
+            # reuses up to that message (the scheduler keeps the window
+            # before each message boundary) -- 72-100% over 8 resumes, where
+            # 2 of 6 reused nothing before the boundary windows were kept.
+            if prompt <= 0 or cached < 0.6 * prompt:
+                fail(f"codex exec resume --last: {cached:.0f} of {prompt:.0f} prompt tokens from the cache (bar 60%)")
             ok(f"codex exec resume --last: exit 0, no API error, {cached:.0f} of {prompt:.0f} prompt tokens "
                f"({100 * cached / prompt:.0f}%) from the prefix cache ({time.time() - t0:.1f} s)")
             if "X-Tps-Omitted-Tools" not in "".join(log) and "hosted tools left out" not in "".join(log):

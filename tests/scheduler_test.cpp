@@ -265,6 +265,50 @@ TEST(Scheduler, ANextTurnReusesItsPromptAfterALongAnswer) {
   EXPECT_EQ(s.sequence(b).reused, 32);
 }
 
+// An agent's next turn sends the whole conversation back, the answer
+// included: it reuses every whole block of the first turn, the answer's
+// too (on sliding layers that needs the answer's last window, kept when
+// the sequence ends).
+TEST(Scheduler, ANextTurnReusesThePreviousAnswerToo) {
+  const SchedulerOptions o = options(1, 16, 64);  // window 32
+  Scheduler s(o);
+  Batch batch;
+  const int a = s.add(tokens(40), 100);
+  while (s.sequence(a).computed < 100) step(s, batch);
+  std::vector<int32_t> turn2 = s.sequence(a).tokens;  // the prompt and the answer
+  s.finish(a);
+  for (int32_t t : tokens(20, 5000)) turn2.push_back(t);
+  const int b = s.add(turn2, 4);
+  step(s, batch);
+  EXPECT_EQ(s.sequence(b).reused, 96);  // the 6 whole blocks of its 100 computed positions
+}
+
+// An agent's request that parts from the one before at a message (it drops
+// that turn's reasoning) reuses everything up to the message's block, even
+// after a long prompt cycled the sliding-window blocks in between out of
+// the cache: the window before each message boundary is kept.
+TEST(Scheduler, APromptThatPartsAtAMessageReusesUpToIt) {
+  SchedulerOptions o = options(1, 64, 128);  // window 32
+  o.boundary_token = 7;
+  Scheduler s(o);
+  Batch batch;
+  std::vector<int32_t> first = tokens(200);
+  first[100] = 7;  // a message begins at 100: 6 whole blocks before it
+  first[150] = 7;
+  const int a = s.add(first, 1);
+  while (s.sequence(a).computed < 200) step(s, batch);
+  s.finish(a);
+  // Another long prompt takes every sliding block the cache had.
+  const int b = s.add(tokens(400, 50000), 1);
+  while (s.sequence(b).computed < 400) step(s, batch);
+  s.finish(b);
+  std::vector<int32_t> parted(first.begin(), first.begin() + 100);
+  for (int32_t t : tokens(40, 90000)) parted.push_back(t);
+  const int c = s.add(parted, 1);
+  step(s, batch);
+  EXPECT_EQ(s.sequence(c).reused, 96);
+}
+
 // The RAM tier: the blocks the pool takes for C are saved in C's step
 // (before it writes them), and A's next turn gets them back in its own step,
 // each restore reading the slot its block was saved to; a 2-slot tier
@@ -384,6 +428,42 @@ TEST(BlockManager, ASharedBlockOutlivesItsFirstHolderInAPoolThatReusesFreedBlock
   EXPECT_TRUE(m.last_evicted(key));
   EXPECT_EQ(key, 42u);
   EXPECT_EQ(m.find(k, 42), -1);
+}
+
+// Kept blocks leave the cache after every other idle one; past the bound
+// on marks, the oldest mark goes first (its block then next out).
+TEST(BlockManager, KeptBlocksAreEvictedLastAndTheOldestMarkGoesFirst) {
+  const BlockKind k = BlockKind::sliding;
+  BlockManager m(1, 4, 0, 2);
+  ASSERT_TRUE(m.promise(k, 4));
+  int id[4];
+  for (int i = 0; i < 4; ++i) id[i] = m.allocate(k), m.cache(k, id[i], 100 + i);
+  m.keep(k, id[0]), m.keep(k, id[1]);
+  for (int i = 0; i < 4; ++i) m.release(k, id[i]);  // idle, oldest first: 0 1 2 3; kept: 0 1
+  EXPECT_EQ(m.cached_idle(k), 4);
+  ASSERT_TRUE(m.promise(k, 2));
+  EXPECT_EQ(m.allocate(k), id[2]);  // the unkept ones first
+  EXPECT_EQ(m.allocate(k), id[3]);
+  m.keep(k, id[1]);  // marked again: now the newest
+  EXPECT_TRUE(m.kept(k, id[0]));
+  ASSERT_TRUE(m.promise(k, 1));
+  EXPECT_EQ(m.allocate(k), id[0]);  // kept ones in release order
+  EXPECT_FALSE(m.kept(k, id[0]));
+  EXPECT_TRUE(m.kept(k, id[1]));
+  EXPECT_EQ(m.find(k, 101), id[1]);
+}
+
+TEST(BlockManager, MarksPastTheBoundLeaveOldestFirst) {
+  const BlockKind k = BlockKind::full;
+  BlockManager m(3, 1, 2, 0);
+  ASSERT_TRUE(m.promise(k, 3));
+  int id[3];
+  for (int i = 0; i < 3; ++i) id[i] = m.allocate(k), m.cache(k, id[i], 200 + i), m.keep(k, id[i]);
+  EXPECT_FALSE(m.kept(k, id[0]));  // the third mark took the oldest's place
+  EXPECT_TRUE(m.kept(k, id[1]) && m.kept(k, id[2]));
+  for (int i = 2; i >= 0; --i) m.release(k, id[i]);  // idle: 2 1 0, id[0] unkept
+  ASSERT_TRUE(m.promise(k, 1));
+  EXPECT_EQ(m.allocate(k), id[0]);
 }
 
 // Three holders of one block: it stays held until the last lets go.

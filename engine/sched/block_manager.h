@@ -8,7 +8,9 @@
 // engine/sched/prefix_key.h), so a later sequence with the same prefix holds
 // the same block instead of computing it again. A cached block nobody holds
 // stays until the pool needs a block; then the least recently released goes
-// first.
+// first -- but blocks marked kept (keep(): the sliding-window blocks a reuse
+// up to a message boundary needs) only after every other one, and at most
+// a set number of them, the oldest marked leaving the mark first.
 //
 // Promises: a sequence is admitted only when the blocks it may need can be
 // promised to it (counting cached blocks nobody holds as available), so a
@@ -30,7 +32,8 @@ enum class BlockKind { full = 0, sliding = 1 };
 
 class BlockManager {
  public:
-  BlockManager(int full_blocks, int sliding_blocks);
+  // max_kept: of each kind, how many blocks the kept mark may hold at once.
+  BlockManager(int full_blocks, int sliding_blocks, int max_kept_full = 0, int max_kept_sliding = 0);
 
   int total(BlockKind k) const { return static_cast<int>(refs_[int(k)].size()); }
   // Blocks a new holder could get: free ones and cached ones nobody holds.
@@ -39,7 +42,7 @@ class BlockManager {
   int unpromised(BlockKind k) const { return available(k) - promised_[int(k)]; }
   // Blocks held, or cached and held by nobody.
   int held(BlockKind k) const { return total(k) - static_cast<int>(free_[int(k)].size()) - cached_idle(k); }
-  int cached_idle(BlockKind k) const { return static_cast<int>(idle_[int(k)].size()); }
+  int cached_idle(BlockKind k) const { return static_cast<int>(idle_[int(k)].size() + kept_idle_[int(k)].size()); }
 
   // Promises n blocks (false, and nothing promised, if fewer are unpromised).
   bool promise(BlockKind k, int n);
@@ -69,12 +72,22 @@ class BlockManager {
   // Caches a held, fully computed block under its prefix key (nothing if the
   // key has a block already, or the block a key).
   void cache(BlockKind k, int id, uint64_t key);
+  // Marks a cached block kept (see above); past max_kept, the oldest mark
+  // goes. Nothing for a block not cached.
+  void keep(BlockKind k, int id);
+  bool kept(BlockKind k, int id) const { return kept_[int(k)][id] != 0; }
 
  private:
-  std::vector<int> refs_[2];  // holders per block
-  std::vector<int> free_[2];  // uncached blocks nobody holds; the lowest id last
-  std::list<int> idle_[2];    // cached blocks nobody holds, least recently released first
-  std::vector<std::list<int>::iterator> idle_at_[2];
+  std::vector<int> refs_[2];                          // holders per block
+  std::vector<int> free_[2];                          // uncached blocks nobody holds; the lowest id last
+  std::list<int> idle_[2];                            // cached blocks nobody holds, least recently released first
+  std::list<int> kept_idle_[2];                       // the same, of those kept
+  std::vector<std::list<int>::iterator> idle_at_[2];  // in idle_ or kept_idle_, where idle_in_ says
+  std::vector<char> idle_in_[2];                      // 0: neither, 1: idle_, 2: kept_idle_
+  std::vector<char> kept_[2];
+  std::vector<uint32_t> kept_stamp_[2];                // the mark's: marks by age in kept_order_
+  std::list<std::pair<int, uint32_t>> kept_order_[2];  // (id, stamp), oldest mark first; stale ones skipped
+  int kept_count_[2] = {0, 0}, max_kept_[2] = {0, 0};
   std::vector<uint64_t> key_[2];  // a cached block's key
   std::vector<char> keyed_[2];
   std::unordered_map<uint64_t, int> by_key_[2];

@@ -180,6 +180,7 @@ namespace {
 // The scheduler's options with the RAM tier's slots: the same on every rank
 // (the least any rank's cap holds), since every rank mirrors rank 0's slots.
 SchedulerOptions with_tier(SchedulerOptions s, const GeneratorOptions& o, const Model& m, Exchange& ex) {
+  s.boundary_token = harmony::kStart;  // harmony's messages begin with <|start|>
   if (o.cache_ram_bytes == 0 || !o.prefix_reuse) return s;
   const int32_t mine = tier_units(o, m.config, m.shard);
   std::vector<int32_t> all(ex.size());

@@ -18,16 +18,22 @@ int window_blocks(int window) { return blocks_for(window) + 1; }
 int64_t headroom_blocks(const SchedulerOptions& o) {
   return int64_t{o.stages} * (blocks_for(o.step_tokens) + 2 * int64_t{o.max_sequences});
 }
+// The sliding blocks kept for reuse up to message boundaries (with prefix
+// reuse): kKeptWindows windows per running sequence.
+constexpr int kKeptWindows = 4;
+int64_t kept_blocks(const SchedulerOptions& o) {
+  return o.prefix_reuse ? int64_t{kKeptWindows} * o.max_sequences * window_blocks(o.window) : 0;
+}
 }  // namespace
 
 int64_t sliding_blocks_needed(const SchedulerOptions& o) {
   const int64_t window = int64_t{o.max_sequences} * window_blocks(o.window);
-  return window + headroom_blocks(o) + (o.prefix_reuse ? window : 0);
+  return window + headroom_blocks(o) + (o.prefix_reuse ? window : 0) + kept_blocks(o);
 }
 
 Scheduler::Scheduler(const SchedulerOptions& o)
     : opt_(o),
-      blocks_(o.full_blocks, o.sliding_blocks),
+      blocks_(o.full_blocks, o.sliding_blocks, 0, static_cast<int>(std::min<int64_t>(kept_blocks(o), INT_MAX))),
       tier_(o.tier_full_slots, o.tier_sliding_slots),
       window_blocks_(window_blocks(o.window)) {
   if (!blocks_.promise(BlockKind::sliding, headroom_blocks(o)))
@@ -272,10 +278,22 @@ void Scheduler::ran(const BatchEntry& e) {
     s.keys.push_back(key);
     blocks_.cache(BlockKind::full, s.full[b], key);
     // Sliding blocks only of the prompt: what a next turn shares. Generated
-    // ones go back free, so the prompt's last window outlives the answer.
+    // ones go back free as the window moves on, so the prompt's last window
+    // outlives the answer; the answer's last window is cached when the
+    // sequence ends (let_go).
     if ((b + 1) * kKvBlock <= s.prompt && b >= s.sliding_block0 &&
         b < s.sliding_block0 + static_cast<int>(s.sliding.size()))
       blocks_.cache(BlockKind::sliding, s.sliding[b - s.sliding_block0], key);
+  }
+  // A message that begins in the prompt is where a later prompt may part
+  // from this one (an agent's next request drops the reasoning of the turn
+  // before): the window before its block boundary is kept, so that such a
+  // prompt reuses everything up to it, however long this one goes on.
+  for (int p = std::max(e.pos, kKvBlock); opt_.prefix_reuse && p < std::min(s.computed, s.prompt); ++p) {
+    if (s.tokens[p] != opt_.boundary_token) continue;
+    const int n = p / kKvBlock;
+    for (int b = first_visible(n * kKvBlock, opt_.window, true) / kKvBlock; b < n; ++b)
+      if (const int id = blocks_.find(BlockKind::sliding, s.keys[b]); id >= 0) blocks_.keep(BlockKind::sliding, id);
   }
   drop_sliding_before(s, first_visible(s.computed, opt_.window, true) / kKvBlock);
 }
@@ -283,6 +301,13 @@ void Scheduler::ran(const BatchEntry& e) {
 void Scheduler::append(int seq, int32_t token) { seqs_.at(seq).tokens.push_back(token); }
 
 void Scheduler::let_go(Sequence& s) {
+  // The sliding blocks still held are the last window of what it computed:
+  // cached, so that a next turn that sends this answer back (as agents do)
+  // reuses all of it, not only its prompt.
+  for (size_t i = 0; opt_.prefix_reuse && i < s.sliding.size(); ++i) {
+    const size_t b = static_cast<size_t>(s.sliding_block0) + i;
+    if (s.sliding[i] >= 0 && b < s.keys.size()) blocks_.cache(BlockKind::sliding, s.sliding[i], s.keys[b]);
+  }
   for (int id : s.full)
     if (id >= 0) blocks_.release(BlockKind::full, id);  // (-1: a block to restore, not yet allocated)
   for (int id : s.sliding)

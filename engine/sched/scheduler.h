@@ -14,7 +14,13 @@
 // says why. Its prompt first reuses the longest prefix of whole blocks the
 // prefix cache holds (engine/sched/block_manager.h), keeping at least one
 // token to compute; sliding blocks older than the window go back as it
-// moves on.
+// moves on, and when it ends its last window's stay cached beside its full
+// blocks, so that a next turn that repeats its answer (an agent's, sent back
+// whole) reuses that too. The windows before the prompt's message
+// boundaries (boundary_token) are kept longer than other cached blocks
+// (BlockManager::keep): a next request that parts from this prompt at a
+// message -- an agent's drops the turn before's reasoning -- reuses up to
+// there.
 //
 // With a RAM tier (engine/sched/tier_index.h), a cached block the pool is
 // about to reuse is saved to it first, and a prefix block the pool lacks
@@ -45,13 +51,15 @@ struct SchedulerOptions {
   bool prefix_reuse = true;
   int tier_full_slots = 0;  // the RAM tier of the prompt cache (0: none)
   int tier_sliding_slots = 0;
+  int32_t boundary_token = -1;  // the token a message begins with (harmony's <|start|>; -1: none)
 };
 
 // The sliding blocks a pool needs for the options' sequences: a window's
 // worth for each running sequence and the headroom prompt chunks take beyond
 // it, for every step in flight; with prefix reuse, a window more per
 // sequence, so the end of a finished prompt stays cached for the next turn
-// of its conversation (sliding layers need it to reuse the prefix).
+// of its conversation (sliding layers need it to reuse the prefix), and a
+// few windows more per sequence kept at message boundaries (below).
 // In 64 bits: a --batch or --parallel near 2^31 needs more than an int counts.
 int64_t sliding_blocks_needed(const SchedulerOptions& options);
 
