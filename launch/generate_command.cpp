@@ -1,6 +1,10 @@
 #include "launch/generate_command.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -21,8 +25,61 @@
 namespace tps {
 namespace {
 
-// The prompts: -p, or the lines of --prompts-file (empty lines skipped).
-std::vector<std::string> read_prompts(const RunOptions& o) {
+// The most bytes -f reads: far past what any context holds (131,072
+// positions of English text are about 0.5 MiB), and where a stream that
+// never ends (/dev/zero, `yes |`) stops instead of filling the memory.
+constexpr size_t kMaxPromptFileBytes = size_t{64} << 20;
+
+// The whole of `path` ("-": standard input) as it is, of at most
+// kMaxPromptFileBytes; InputError naming the file and the problem. A pipe
+// (`-f <(command)`) is read to its end.
+std::string read_prompt_file(const std::string& path) {
+  const bool from_stdin = path == "-";
+  const std::string name = from_stdin ? "standard input" : path;
+  // O_NONBLOCK only to open: a FIFO no one writes to must not wait for a
+  // writer (it reads as empty); the reads wait for a pipe's writer.
+  const int fd = from_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw InputError(cat(name, ": cannot open: ", std::strerror(errno)));
+  if (!from_stdin) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string text;
+  int error = 0;
+  char chunk[1 << 16];
+  while (text.size() <= kMaxPromptFileBytes) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : 0;
+      break;
+    }
+    text.append(chunk, static_cast<size_t>(n));
+  }
+  if (!from_stdin) ::close(fd);
+  if (error != 0) throw InputError(cat(name, ": cannot read: ", std::strerror(error)));
+  if (text.size() > kMaxPromptFileBytes)
+    throw InputError(cat(name, ": more than the ", kMaxPromptFileBytes >> 20, " MiB a prompt file may have"));
+  if (text.empty()) throw InputError(cat(name, ": empty, no prompt"));
+  return text;
+}
+
+// -f's prompt, read by rank 0 alone (under mpirun only it has the standard
+// input; only it adds sequences), which tells the others whether it could:
+// a file it cannot read ends every rank alike, in one line.
+std::string prompt_from_file(const std::string& path, const MpiSession& mpi) {
+  std::string text, problem;
+  if (mpi.rank() == 0) try {
+      text = read_prompt_file(path);
+    } catch (const InputError& e) {
+      problem = e.what();
+    }
+  problem = mpi.broadcast_from_root(problem);
+  if (!problem.empty()) throw InputError(problem);
+  return text;
+}
+
+// The prompts: -p, the whole of -f, or the lines of --prompts-file (empty
+// lines skipped).
+std::vector<std::string> read_prompts(const RunOptions& o, const MpiSession& mpi) {
+  if (!o.prompt_file.empty()) return {prompt_from_file(o.prompt_file, mpi)};
   if (o.prompts_file.empty()) return {o.prompt};  // never empty: the command line refuses that
   std::istringstream in(read_text_file(o.prompts_file));
   std::vector<std::string> prompts;
@@ -63,7 +120,7 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   SamplerParams sp = o.sampler;
   validate(sp);
   if (o.max_new_tokens < 1) throw InputError(cat("-n ", o.max_new_tokens, ": expected at least 1 token"));
-  const std::vector<std::string> prompts = read_prompts(o);
+  const std::vector<std::string> prompts = read_prompts(o, mpi);
   const int n_seq = o.prompts_file.empty() ? o.parallel : static_cast<int>(prompts.size());
   const bool root = mpi.rank() == 0, one = n_seq == 1;
 

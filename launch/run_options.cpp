@@ -158,16 +158,23 @@ RunFlags add_run_options(CLI::App& app, RunOptions& run) {
           ->group(run_group::model);
   f.prompt = app.add_option("-p,--prompt", run.prompt, "the prompt (control tokens like <|start|> are parsed)")
                  ->group(run_group::prompt);
+  f.prompt_file = app.add_option("-f,--file", run.prompt_file,
+                                 "the prompt: the whole file, byte for byte (-: standard input); for a prompt "
+                                 "longer than the 128 KiB one argument may have")
+                      ->type_name("FILE")
+                      ->excludes(f.prompt)
+                      ->group(run_group::prompt);
   f.prompts_file = app.add_option("--prompts-file", run.prompts_file,
                                   "prompts, one per line: each line is a sequence, arriving in order, "
                                   "--parallel of them running at once")
                        ->excludes(f.prompt)
+                       ->excludes(f.prompt_file)
                        ->group(run_group::prompt);
   app.add_flag("--chat", run.chat, "wrap the prompt in the harmony chat format and print only the final channel")
       ->group(run_group::prompt);
   f.parallel = app.add_option("--parallel", run.parallel,
                               "sequences running at once, every step carrying each one's next token (continuous "
-                              "batching); without --prompts-file, this many sequences of -p (sequence i samples "
+                              "batching); without --prompts-file, this many sequences of -p or -f (sequence i samples "
                               "with seed + i); their texts are printed at the end")
                    ->check(kPositive)
                    ->capture_default_str()

@@ -19,6 +19,7 @@ constexpr SplitMode kAutoSplit = SplitMode::tensor;
 struct RunOptions {
   std::string model;
   std::string prompt;
+  std::string prompt_file;   // -f: the whole file ("-": standard input) is the prompt
   std::string prompts_file;  // one prompt per line, each a sequence
   int parallel = 1;          // sequences running at once (without a prompts file: sequences of -p)
   int max_new_tokens = 256;  // -n: tokens to generate at most
@@ -84,7 +85,7 @@ inline const std::string output_format = "Output format (launch/output_format.h)
 // The options given to tpsrun that the rest of the command line is checked
 // against.
 struct RunFlags {
-  CLI::Option *model, *prompt, *prompts_file, *parallel, *seed, *context;
+  CLI::Option *model, *prompt, *prompt_file, *prompts_file, *parallel, *seed, *context;
 };
 // Registers the options of generation and scoring on app, into run.
 RunFlags add_run_options(CLI::App& app, RunOptions& run);

@@ -65,8 +65,8 @@ void check_together(const CLI::App& app, const tps::RunOptions& run, const tps::
         {tps::run_group::model, tps::run_group::sequences, tps::run_group::prefix_cache, tps::run_group::sampling,
          tps::run_group::prompt, tps::run_group::output, tps::run_group::logprobs, tps::run_group::output_format},
         "without --chat");
-  if (flags.prompt->count() == 0 && flags.prompts_file->count() == 0)
-    throw CLI::ValidationError("give a prompt with -p PROMPT, or a subcommand");
+  if (flags.prompt->count() == 0 && flags.prompt_file->count() == 0 && flags.prompts_file->count() == 0)
+    throw CLI::ValidationError("give a prompt with -p PROMPT or -f FILE, or a subcommand");
 }
 
 }  // namespace
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "tpsrun: run gpt-oss models on CPUs, one MPI rank per NUMA node.\n"
       "Start it as `mpirun -np N tpsrun ...`: each rank places and binds itself. "
-      "Without a subcommand it generates text from -p PROMPT.",
+      "Without a subcommand it generates text from -p PROMPT (or -f FILE).",
       "tpsrun"};
   app.add_option("-t,--threads", o.threads,
                  "worker threads per rank (default: one per core "

@@ -220,6 +220,14 @@ std::vector<std::string> MpiSession::gather_to_root(const std::string& text) con
   return out;
 }
 
+std::string MpiSession::broadcast_from_root(const std::string& text) const {
+  int len = static_cast<int>(text.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string out = rank_ == 0 ? text : std::string(static_cast<size_t>(len), '\0');
+  MPI_Bcast(out.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return out;
+}
+
 bool MpiSession::same_on_host(const std::string& text) const {
   int len = static_cast<int>(text.size());
   MPI_Bcast(&len, 1, MPI_INT, 0, node_comm_);

@@ -37,6 +37,8 @@ class MpiSession {
   // Collects one string from every rank on rank 0, in rank order (other
   // ranks get an empty vector). Collective.
   std::vector<std::string> gather_to_root(const std::string& text) const;
+  // Rank 0's text on every rank (what the others pass is ignored). Collective.
+  std::string broadcast_from_root(const std::string& text) const;
   // Whether every rank on this host passed the text its local rank 0 passed;
   // the same answer (every host's, together) on every rank. Collective.
   bool same_on_host(const std::string& text) const;

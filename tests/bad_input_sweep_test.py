@@ -48,6 +48,7 @@ GENERATE = {
     "--quantize": (["", "int3", "attn", "attn=", "attn=f16", "experts=q8_0", "attn=q4_k", "all=q8_0,"], ["int8", "int4"]),
     "-m": (["", "/nonexistent", "fifo", "device", "directory", "empty"], []),
     "--prompts-file": (["", "fifo", "device", "directory", "empty"], []),
+    "-f": (["", "/nonexistent", "fifo", "device", "directory", "empty"], []),
 }
 
 
@@ -104,7 +105,7 @@ class Sweep(unittest.TestCase):
         """tpsrun generating 2 tokens of "hi" on the model, but for what flag replaces."""
         argv = [f"{ARGS.bin}/tpsrun", "-q"]
         argv += [] if flag == "-m" else ["-m", ARGS.model]
-        argv += [] if flag == "--prompts-file" else ["-p", "hi"]
+        argv += [] if flag in ("--prompts-file", "-f") else ["-p", "hi"]
         argv += [] if flag == "-n" else ["-n", "2"]
         return Case(argv + [flag, files(value)], [flag, *ALIASES.get(flag, []), files(value) if value else ""],
                     refused, ranks)
@@ -118,7 +119,7 @@ class Sweep(unittest.TestCase):
         self.run_cases([self.generate(flag, value, ranks=2) for flag, value in [
             ("--ctx", "1e9"), ("--ctx", "2147483647"), ("--batch", "100000000"), ("-t", "100000"),
             ("--kv-size", "1000G"), ("--temp", "nan"), ("-m", "fifo"), ("--seed", "-1"),
-            ("--quantize", "experts=q8_0"), ("--kv-type", "q4_1")]])
+            ("--quantize", "experts=q8_0"), ("--kv-type", "q4_1"), ("-f", "device"), ("-f", "/nonexistent")]])
 
     def test_modes(self):
         m = ["-m", ARGS.model]
@@ -198,7 +199,7 @@ class Sweep(unittest.TestCase):
         self.assertFalse(Path(out).exists())
 
 
-ALIASES = {"-n": ["--max-tokens"], "-t": ["--threads"], "-m": ["--model"]}
+ALIASES = {"-n": ["--max-tokens"], "-t": ["--threads"], "-m": ["--model"], "-f": ["--file"]}
 
 
 def main():

@@ -32,5 +32,11 @@ TEST(MpiSession, GatherToRootKeepsRankOrder) {
   }
 }
 
+TEST(MpiSession, BroadcastFromRootGivesEveryRankRankZerosText) {
+  const std::string mine = mpi().rank() == 0 ? std::string("from rank 0\0with a NUL", 22) : std::string(40, 'x');
+  EXPECT_EQ(mpi().broadcast_from_root(mine), std::string("from rank 0\0with a NUL", 22));
+  EXPECT_EQ(mpi().broadcast_from_root(mpi().rank() == 0 ? "" : "ignored"), "");
+}
+
 }  // namespace
 }  // namespace tps

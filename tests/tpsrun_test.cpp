@@ -1,6 +1,7 @@
 // tpsrun as users run it: generation on the tiny model, JSON stats, chat,
 // and bad input -- each a one-line error and exit code 2.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -231,6 +232,76 @@ TEST(Tpsrun, LostOutputIsAnErrorUnderMpirunToo) {
   EXPECT_EQ(first, "before");
   EXPECT_EQ(nlohmann::json::parse(second)["generated_ids"].size(), 4u);
   std::remove(file.c_str());
+}
+
+// -f FILE: the whole file is the prompt, its bytes as they are (no line
+// splitting, the last newline kept): the same tokens as -p with that text,
+// from a file and from standard input (-f -), on one rank and under
+// mpirun, where rank 0 alone has the standard input.
+TEST(Tpsrun, PromptFromAFileIsTheSameAsP) {
+  const std::string text = "First line, <|start|>user\n\n  second\tline\n";
+  testing::ScopedTempPath file("prompt.txt");
+  std::ofstream(file.path, std::ios::binary) << text;
+  const std::string mpirun = std::string(TPS_MPIEXEC) + " -q -np 2 ";
+  const std::string rest = " -q -n 4 --temp 0 --json";
+  auto p = run_tool(tpsrun("-p '" + text + "'" + rest));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const nlohmann::json want = nlohmann::json::parse(p.out);
+  ASSERT_EQ(want["prompt_ids"].back(), 198) << want["prompt_ids"];  // "\n": the last newline is the prompt's
+  for (const std::string& command :
+       {tpsrun("-f " + file.path + rest), tpsrun("--file - " + rest) + " < " + file.path,
+        mpirun + tpsrun("-f " + file.path + rest), mpirun + tpsrun("-f -" + rest) + " < " + file.path}) {
+    auto r = run_tool(command);
+    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    const nlohmann::json got = nlohmann::json::parse(r.out);
+    EXPECT_EQ(got["prompt_ids"], want["prompt_ids"]) << command;
+    EXPECT_EQ(got["generated_ids"], want["generated_ids"]) << command;
+  }
+}
+
+// What -p cannot take: a prompt past the 128 KiB one argument may have
+// reaches the tokenizer whole (and is then past the context).
+TEST(Tpsrun, PromptFileTakesWhatACommandLineCannot) {
+  testing::ScopedTempPath file("long-prompt.txt");
+  std::string text;
+  while (text.size() < 200 * 1024) text += "hello ";
+  std::ofstream(file.path) << text;
+  auto r = run_tool(tpsrun("-q -n 1 -f " + file.path));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("longer than the context of 4096"), std::string::npos) << r.err;
+}
+
+// A file that cannot be the prompt is one line naming it and the problem,
+// exit 2, on one rank and under mpirun; -f with -p or --prompts-file is
+// refused naming both flags.
+TEST(Tpsrun, BadPromptFileIsOneLine) {
+  testing::ScopedTempPath dir("prompt-dir"), fifo("prompt-fifo"), empty("prompt-empty");
+  std::filesystem::create_directory(dir.path);
+  ASSERT_EQ(mkfifo(fifo.path.c_str(), 0600), 0);
+  std::ofstream(empty.path).flush();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-f /no/such/prompt.txt", "/no/such/prompt.txt: cannot open: No such file or directory"},
+      {"-f " + dir.path, dir.path + ": cannot read: Is a directory"},
+      {"-f " + empty.path, empty.path + ": empty, no prompt"},
+      {"-f " + fifo.path, fifo.path + ": empty, no prompt"},  // no writer: not waited for
+      {"-f /dev/zero", "/dev/zero: more than the 64 MiB a prompt file may have"},
+      {"-f - < /dev/null", "standard input: empty, no prompt"},
+      {"-f " + empty.path + " -p x", "--prompt excludes --file"},
+      {"-p x -f " + empty.path, "--prompt excludes --file"},
+      {"-f " + empty.path + " --prompts-file " + empty.path, "--file excludes --prompts-file"},
+  };
+  const std::string mpirun = std::string(TPS_MPIEXEC) + " -q -np 2 ";
+  for (const std::string& launcher : {std::string(), mpirun})
+    for (const auto& [args, said] : cases) {
+      // The redirection is the shell's: after the whole command.
+      const size_t redirect = args.find(" <");
+      const std::string command = launcher + tpsrun("-q -n 1 " + args.substr(0, redirect)) +
+                                  (redirect == std::string::npos ? "" : args.substr(redirect));
+      auto r = run_tool(command);
+      EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+      EXPECT_NE(r.err.find(said), std::string::npos) << command << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": " << r.err;
+    }
 }
 
 TEST(Tpsrun, ScoreNeedsIds) {

@@ -15,7 +15,13 @@
 
 namespace tps {
 namespace avx2 {
-#include "engine/kernels/simd.inl"
+// The vector kernels by subject, in this order (the later two use the
+// first's helpers). Lanes, float rows, e^x and the SwiGLU:
+#include "engine/kernels/simd_rows.inl"
+// Matrix products over packed weight rows:
+#include "engine/kernels/simd_matmul.inl"
+// Attention over a run of KV cache positions:
+#include "engine/kernels/simd_attention.inl"
 }  // namespace avx2
 
 const KernelSet kAvx2Kernels{Isa::avx2,  avx2::kQuantized, avx2::kFixed,     avx2::f32,        avx2::f16,

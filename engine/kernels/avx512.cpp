@@ -15,7 +15,13 @@
 
 namespace tps {
 namespace avx512 {
-#include "engine/kernels/simd.inl"
+// The vector kernels by subject, in this order (the later two use the
+// first's helpers). Lanes, float rows, e^x and the SwiGLU:
+#include "engine/kernels/simd_rows.inl"
+// Matrix products over packed weight rows:
+#include "engine/kernels/simd_matmul.inl"
+// Attention over a run of KV cache positions:
+#include "engine/kernels/simd_attention.inl"
 }  // namespace avx512
 
 const KernelSet kAvx512Kernels{Isa::avx512,  avx512::kQuantized, avx512::kFixed,     avx512::f32,        avx512::f16,
