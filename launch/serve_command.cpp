@@ -76,6 +76,13 @@ RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
       ->check(CLI::Range(1, ServeOptions::kMaxResponsesMib))
       ->capture_default_str();
   serve->add_option("--alias", run.alias, "the model's id in the API (default: the file's name)");
+  serve
+      ->add_option_function<std::string>(
+          "--log-requests", [&so](const std::string& v) { so.log_requests = v == "on"; },
+          "on (the default): a line on stderr per request -- route, status, prompt, cached and generated tokens, "
+          "time to the first token and in all, the client's user agent; off: none (-q silences them too)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off");
   serve->fallthrough();
   return {serve, {run_group::model, run_group::sequences, run_group::prefix_cache, run_group::output_format}};
 }
