@@ -179,11 +179,13 @@ RunMode add_chat_command(CLI::App& app) {
   return {chat, {run_group::model, run_group::prefix_cache, run_group::sampling, run_group::chat_format}};
 }
 
-int run_chat(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
-  RankRun r(o, mpi, setup, Clock::now());
-  RunOptions one = o;
-  one.parallel = 1;
-  Generator gen(r.model, r.pool, r.exchange, generator_options(one));
+int run_chat(const RunOptions& given, const MpiSession& mpi, const RankSetup& setup) {
+  GgufFile file = open_model(given, mpi);
+  RunOptions o = given;  // one conversation, as long as the model and memory allow unless --ctx says
+  o.parallel = 1;
+  if (!o.context_given) o.context = default_context(o, mpi, setup, file);
+  RankRun r(o, mpi, setup, Clock::now(), std::move(file));
+  Generator gen(r.model, r.pool, r.exchange, generator_options(o));
   if (mpi.rank() != 0) {
     gen.run({});
     return 0;

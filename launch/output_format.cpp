@@ -73,7 +73,7 @@ std::string output_format_spec(const RunOptions& o, const Tokenizer& tokenizer) 
   if (content.is_null()) return "";
   json spec;
   if (o.chat)
-    spec = harmony_spec(content, effort_budget(o.reasoning, o.max_new_tokens));
+    spec = harmony_spec(content, effort_budget(o.reasoning));
   else if (content.contains("schema"))
     spec = {{"format", "json_schema"}, {"schema", content["schema"]}};
   else
@@ -84,7 +84,7 @@ std::string output_format_spec(const RunOptions& o, const Tokenizer& tokenizer) 
 
 json output_format_final(const RunOptions& o, const Tokenizer& tokenizer) {
   const json content = read_final(o);
-  if (!content.is_null()) check(harmony_spec(content, effort_budget(o.reasoning, o.context)), o, tokenizer);
+  if (!content.is_null()) check(harmony_spec(content, effort_budget(o.reasoning)), o, tokenizer);
   return content;
 }
 

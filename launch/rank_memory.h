@@ -30,6 +30,13 @@ struct RankMemory {
 // vocabulary row of its own is counted from it.
 Shard planned_shard(const RunOptions& options, const MpiSession& mpi, const GgufFile& file);
 
+// The context `serve` and `chat` take without --ctx: the model's trained
+// context, or less when the KV pool of --parallel sequences of it would not
+// fit in 90% of what the rank's share of its node leaves after the rest
+// (the least over the ranks), in whole KV blocks. With --kv-size, at most
+// the positions of that pool. Collective.
+int default_context(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file);
+
 // From the opened model file's header. Also refuses --ctx beyond the model's
 // context length. command_bytes: what the command allocates besides. Throws
 // InputError naming the options to change when the rank's total is more

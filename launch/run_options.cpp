@@ -30,10 +30,12 @@ void add_sampling_options(CLI::App& app, RunOptions& run) {
 // How the ranks hold and run the model; returns --ctx.
 CLI::Option* add_model_options(CLI::App& app, RunOptions& run) {
   const std::string& g = run_group::model;
-  CLI::Option* context = app.add_option("--ctx", run.context, "context length in tokens (KV cache size)")
-                             ->check(kPositive)
-                             ->capture_default_str()
-                             ->group(g);
+  CLI::Option* context =
+      app.add_option("--ctx", run.context,
+                     "positions a sequence may reach (default 4096; serve and chat: the model's context length, or "
+                     "less if the KV cache of --parallel sequences of it would not fit in the ranks' memory)")
+          ->check(kPositive)
+          ->group(g);
   add_kv_type_option(app, run.kv_type,
                      "the KV cache's keys and values: " + kv_type_names() + " (default " +
                          kv_type_name(kDefaultKvType) + "; q8_0 takes 27% of f32's memory, q4_0 14%)")

@@ -26,7 +26,8 @@ struct RunOptions {
   SamplerParams sampler;
   bool seed_given = false;
   int context = 4096;                                // --ctx: positions a sequence may reach
-  bool context_given = false;                        // score: without --ctx, the context is the ids' length
+  bool context_given = false;                        // without --ctx: score the ids' length, serve and chat
+                                                     // default_context (launch/rank_memory.h)
   int step_tokens = GeneratorOptions{}.step_tokens;  // --batch: tokens a forward step takes at most
   bool chat = false;
   bool show_analysis = false;

@@ -76,12 +76,20 @@ RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
       ->check(CLI::Range(1, ServeOptions::kMaxResponsesMib))
       ->capture_default_str();
   serve->add_option("--alias", run.alias, "the model's id in the API (default: the file's name)");
+  serve
+      ->add_option_function<std::string>(
+          "--log-requests", [&so](const std::string& v) { so.log_requests = v == "on"; },
+          "on (the default): a line on stderr per request -- route, status, prompt, cached and generated tokens, "
+          "time to the first token and in all, the client's user agent; off: none (-q silences them too)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off");
   serve->fallthrough();
   return {serve, {run_group::model, run_group::sequences, run_group::prefix_cache, run_group::output_format}};
 }
 
-int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {
+int run_serve(const RunOptions& given, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {
   const bool root = mpi.rank() == 0;
+  RunOptions o = given;
   catch_stop_signals();           // rank 0 stops the server; the others end when it ends the engine loop
   std::signal(SIGPIPE, SIG_IGN);  // a client gone while we write: an error return, not a signal
   std::unique_ptr<Server> server;
@@ -96,7 +104,9 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
     if (options.api_keys.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
       log_warn("listening on ", so.host, " without --api-key: anyone who can reach it can use it");
   }
-  RankRun r(o, mpi, setup, Clock::now());
+  GgufFile file = open_model(o, mpi);
+  if (!o.context_given) o.context = default_context(o, mpi, setup, file);
+  RankRun r(o, mpi, setup, Clock::now(), std::move(file));
   Generator gen(r.model, r.pool, r.exchange, generator_options(o));
   const std::vector<std::string> ranks = mpi.gather_to_root(rank_status(mpi, setup, r, gen).dump());
   if (!root) {
@@ -119,8 +129,15 @@ int run_serve(const RunOptions& o, const ServeOptions& so, const MpiSession& mpi
       status);
   r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
+  const uint32_t trained = r.model.config.n_ctx_train;
+  const std::string why = given.context_given ? std::string("--ctx")
+                          : static_cast<uint32_t>(sched.context) == trained
+                              ? std::string("the model's context")
+                              : cat(o.kv_size.empty() ? cat("what memory holds for --parallel ", o.parallel)
+                                                      : std::string("what --kv-size holds"),
+                                    "; the model's is ", trained);
   log_info("serving ", model_id, " on http://", so.host, ":", server->port(), ": up to ", sched.max_sequences,
-           " sequence(s) at once of up to ", sched.context, " positions, ", so.max_queue, " more waiting");
+           " sequence(s) at once of up to ", sched.context, " positions (", why, "), ", so.max_queue, " more waiting");
   Generator::Events events = server->events();
   events.between_steps = [&, inner = events.between_steps](bool idle) {
     if (stop_signal() != 0) server->request_stop();

@@ -239,6 +239,12 @@ bool MpiSession::same_on_host(const std::string& text) const {
   return all != 0;
 }
 
+int64_t MpiSession::min_over_ranks(int64_t value) const {
+  int64_t least = value;
+  MPI_Allreduce(&value, &least, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  return least;
+}
+
 namespace {
 void print_line(const std::string& line) {
   std::fwrite(line.data(), 1, line.size(), stderr);

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -42,6 +43,8 @@ class MpiSession {
   // Whether every rank on this host passed the text its local rank 0 passed;
   // the same answer (every host's, together) on every rank. Collective.
   bool same_on_host(const std::string& text) const;
+  // The least of every rank's value, on every rank. Collective.
+  int64_t min_over_ranks(int64_t value) const;
 
   // Ends the job after a failure on this rank, saying it once. The rank
   // tells every other rank (a notice on a communicator of its own) and

@@ -10,6 +10,7 @@
 #include "serve/chat/chat_endpoint.h"
 #include "serve/http/api_error.h"
 #include "serve/http/connection_server.h"
+#include "serve/http/request_log.h"
 #include "serve/messages/messages_endpoint.h"
 #include "serve/responses/responses_endpoint.h"
 #include "serve/web_page.h"  // generated: the embedded web page
@@ -81,7 +82,7 @@ void Server::ready(Generator& generator, const Tokenizer& tokenizer, const ApiLi
 
 void Server::route() {
   httplib::Server& s = *http_;
-  routes_ = std::make_unique<Routes>(s, state_, metrics_.requests());
+  routes_ = std::make_unique<Routes>(s, state_, metrics_.requests(), opt_.log_requests);
   // A key on every /v1 route (api_keys.h: as OpenAI's clients or
   // Anthropic's send it); the refusal in the shape of the route's API.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -162,6 +163,8 @@ std::shared_ptr<Job> Server::submit(std::vector<int32_t> prompt, const Generatio
   job->prompt = std::move(prompt);
   job->deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.request_seconds));
+  if (const std::shared_ptr<RequestRecord> record = RequestRecord::current())
+    record->set_work([job, since = record->start()] { return job->describe(since); });
   ++queued_;
   inbox_.push_back(job);
   lock.unlock();
@@ -188,6 +191,7 @@ Generator::Events Server::events() {
     {
       std::lock_guard<std::mutex> lock(job->m);
       job->picks.push_back(p);
+      if (job->generated++ == 0) job->first_token = Clock::now();
     }
     job->cv.notify_all();
     metrics_.generated_token();

@@ -63,6 +63,7 @@ struct ServeOptions {
   static constexpr int kMaxResponsesMib = 1 << 20;
   int responses_max = 1024;
   int responses_mib = 256;
+  bool log_requests = true;  // a line on stderr per request (serve/http/request_log.h)
 };
 
 class ConnectionServer;

@@ -2,7 +2,11 @@
 """Agent clients against `mpirun -np 2 tpsrun serve`, end to end, on loopback:
 Codex CLI (npm @openai/codex, its native binary) runs `codex exec` and then
 `codex exec resume --last`, each to exit 0 with no API error, the follow-up
-taking most of its resent conversation from the prefix cache.
+taking most of its resent conversation from the prefix cache; OpenAI's
+Agents SDK (npm @openai/agents, tests/reference/agents_client.mjs) runs an
+agent whose strict tool is forced within a 600-token budget. The server runs
+without --ctx: its context is the model's (131,072 positions), as agents
+need, said at start and in /v1/models; its request log names each client.
 
 Codex's first request carries function tools, a `namespace` tool, a hosted
 web_search tool, store: false with reasoning.encrypted_content, and ~40 kB of
@@ -17,6 +21,7 @@ tools' parameters, and what Codex's tools answer them is not checked.
 """
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -61,7 +66,7 @@ def start_server(args, tmp):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
     cmd = ["mpirun", "--oversubscribe", "-np", "2", args.tpsrun, "serve", "-m", args.model, "--port", str(port),
-           "--ctx", "16384", "--parallel", "2", "-t", "1", "--grammar", grammar]
+           "--parallel", "2", "-t", "1", "--grammar", grammar]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     log = []
@@ -97,6 +102,30 @@ def codex(args, home, work, *words):
     if run.returncode != 0 or errors or ANSWER not in run.stdout:
         fail(f"codex exec {' '.join(words)}: exit {run.returncode}, API errors {errors[:2]}:\n{said[-3000:]}")
     return said
+
+
+def context_sized_for_agents(port, log):
+    """Without --ctx, the model's context: in the start-up line and /v1/models."""
+    said = [line for line in log if "serving " in line]
+    if not said or "of up to 131072 positions (the model's context)" not in said[0]:
+        fail("the start-up line does not say the model's context:\n" + "".join(log))
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
+        model = json.loads(r.read())["data"][0]
+    if model.get("max_model_len") != 131072:
+        fail(f"/v1/models: {model}")
+    ok(f"without --ctx: {said[0].strip()}; /v1/models max_model_len {model['max_model_len']}")
+
+
+def agents_sdk(args, port, log):
+    t0 = time.time()
+    run = subprocess.run(["node", os.path.join(args.reference, "agents_client.mjs"), f"http://127.0.0.1:{port}",
+                          os.path.splitext(os.path.basename(args.model))[0]], capture_output=True, text=True,
+                         timeout=600)
+    print(run.stdout, end="", flush=True)
+    if run.returncode != 0:
+        fail(f"the Agents SDK's run:\n{run.stdout[-2000:]}{run.stderr[-3000:]}\nthe server's last lines:\n" +
+             "".join(log[-20:]))
+    ok(f"the Agents SDK: a forced strict tool within 600 tokens, the run complete ({time.time() - t0:.1f} s)")
 
 
 def main():
@@ -138,6 +167,13 @@ def main():
             if "X-Tps-Omitted-Tools" not in "".join(log) and "hosted tools left out" not in "".join(log):
                 fail("the server's log does not say it left web_search out:\n" + "".join(log[-20:]))
             ok("the server's log says it left the hosted web_search tool out")
+            context_sized_for_agents(port, log)
+            agents_sdk(args, port, log)
+            for client in ('"codex_exec/', '"Agents/JavaScript '):
+                lines = [line for line in log if "POST /v1/responses 200 (" in line and client in line]
+                if not lines:
+                    fail(f"the request log has no line of {client[1:]}'s requests:\n" + "".join(log[-10:]))
+                ok(f"the request log: {lines[-1].strip()}")
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             try:

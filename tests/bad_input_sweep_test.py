@@ -153,6 +153,7 @@ class Sweep(unittest.TestCase):
             "--timeout": ["nan", "inf", "1e30", "0", "-1", "abc", "604801"],
             "--max-queue": ["0", "5000", "99999999999"],
             "--port": ["-1", "65536"],
+            "--log-requests": ["maybe", "", "ON"],
         }
         serve = [f"{ARGS.bin}/tpsrun", "-q", "-m", ARGS.model, "serve", "--port", "0"]
         cases = [Case([*serve, flag, value], [flag]) for flag, vs in values.items() for value in vs]

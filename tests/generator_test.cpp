@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "engine/sched/constraint.h"
 #include "engine/sched/generator.h"
 #include "engine/step/session.h"
 #include "tests/temp_path.h"
@@ -478,6 +479,44 @@ TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   EXPECT_EQ(at - message - 1, 6);
   EXPECT_EQ(ids.back(), m.tokenizer.special_id("<|return|>").value());
   EXPECT_EQ(last, SequenceEnd::stop);  // the generator ended it there
+}
+
+// A forced call in a small max_new_tokens: the analysis is cut to leave the
+// shortest call room (analysis_budget), so the call is made; half the
+// tokens for the analysis (the budget before) left the random model's call
+// without room.
+TEST(Generator, AForcedCallIsMadeWithinASmallMaxNewTokens) {
+  EXPECT_EQ(analysis_budget(2048, 600, 60), 300);  // half
+  EXPECT_EQ(analysis_budget(512, 4000, 60), 512);  // the effort's
+  EXPECT_EQ(analysis_budget(2048, 100, 60), 34);   // the call's room
+  EXPECT_EQ(analysis_budget(2048, 40, 60), 0);     // none
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  GeneratorOptions o;
+  o.context = 256;
+  Exchange solo;
+  const int32_t call = m.tokenizer.special_id("<|call|>").value();
+  for (uint64_t seed : {1, 2, 3}) {
+    Generator gen(m, pool, solo, o);
+    SequenceParams p;
+    p.sampler.temperature = 1, p.sampler.seed = seed, p.max_new_tokens = 48;
+    p.constraint = R"({"format":"harmony","reasoning_budget":2048,"final":"none","tools":[{"name":"get_weather",
+        "schema":{"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},"required":["city"],
+                  "additionalProperties":false}}]})";
+    gen.add(prompt(6, 2), p);
+    std::vector<int32_t> ids;
+    Generator::Events ev;
+    SequenceEnd last = SequenceEnd::none;
+    ev.token = [&](int, const Pick& pick, SequenceEnd end) {
+      ids.push_back(pick.id), last = end;
+      return true;
+    };
+    ev.waiting = [](int, const std::string&) {};
+    ev.between_steps = [](bool idle) { return !idle; };
+    gen.run(ev);
+    EXPECT_EQ(ids.back(), call) << "seed " << seed << ": " << ids.size() << " tokens";
+    EXPECT_EQ(last, SequenceEnd::stop) << "seed " << seed;
+  }
 }
 
 // The generator ends sequences itself, and says why: what each sequence

@@ -381,6 +381,40 @@ TEST(HarmonyTurn, HoldsChannelsAndAnswersToWhatTheRequestAllows) {
   expect_mask_is_exact(m, "in the analysis");
 }
 
+// The shortest match of a rule, in bytes and special tokens: what the
+// analysis budget leaves room for (engine/sched/constraint.h).
+TEST(Grammar, ShortestMatchCountsBytesTokensAndLoopWords) {
+  Grammar g;
+  const int digits = g.declare("digits");  // [0-9]+ by recursion
+  ByteSet digit;
+  for (char c = '0'; c <= '9'; ++c) digit.set(static_cast<uint8_t>(c));
+  g.add_alternative(digits, {g.bytes(digit), Grammar::rule(digits)});
+  g.add_alternative(digits, {g.bytes(digit)});
+  ByteDfa ab;  // words "ab"
+  const int s0 = ab.add_state(false), s1 = ab.add_state(false), s2 = ab.add_state(true);
+  for (auto& row : ab.next) row.fill(-1);
+  ab.next[s0]['a'] = static_cast<int16_t>(s1), ab.next[s1]['b'] = static_cast<int16_t>(s2);
+  ab.next[s2]['a'] = static_cast<int16_t>(s1);
+  const int root = g.declare("root");
+  g.add_alternative(root, {Grammar::token(7), Grammar::rule(digits), g.loop(ab, 2, 5)});
+  g.add_alternative(root, {Grammar::rule(g.literal("a much longer way to say it"))});
+  g.finish(root);
+  EXPECT_EQ(g.shortest(digits), 1u);
+  EXPECT_EQ(g.shortest(root), 1u + 1u + 2u * 2u);
+}
+
+TEST(HarmonyTurn, ItsShortestMatchIsTheShortestAnswerWithoutAnalysis) {
+  const Tokenizer& tok = testing::test_tokenizer();
+  Grammar g;
+  HarmonyTurn t;
+  t.final_answer = false;
+  t.tools.push_back({"f", add_json_schema(g, json::parse(R"({"enum": [1, 22]})"))});
+  const int start = add_harmony_turn(g, tok, t);
+  auto c = compiled(std::move(g), start);
+  // <|channel|> "commentary to=functions.f " <|constrain|> "json" <|message|> "1" <|call|>
+  EXPECT_EQ(c->grammar.shortest(c->grammar.start()), 1u + 26u + 1u + 4u + 1u + 1u + 1u);
+}
+
 TEST(JsonSchema, SpecialTokensAndEndTokensComeOnlyWhereTheGrammarSaysSo) {
   const Tokenizer& tok = testing::test_tokenizer();
   const int32_t end = tok.special_id("<|end|>").value(), ret = tok.special_id("<|return|>").value();

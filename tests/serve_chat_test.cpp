@@ -42,8 +42,6 @@ TEST(ApiRequest, RefusesWhatIsWrongByName) {
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})", 400, "temperature",
                  "expected 0 to 2");
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n", "");
-  expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 100000})", 400, "max_tokens",
-                 "more than the context of 256");
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "max_tokens", "");
   expect_refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", 400, "top_logprobs",
                  "needs 'logprobs'");
@@ -134,6 +132,11 @@ TEST(ApiRequest, RendersTheConversationAsHarmonyKeepsIt) {
       {"role": "tool", "tool_call_id": "c1", "content": "1"}]})"),
                                            kLimits);
   EXPECT_EQ(r.max_new_tokens, 10);
+  // Past the context: the context (and then the room the prompt leaves, Server::submit).
+  EXPECT_EQ(parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 100000})"),
+                               kLimits)
+                .max_new_tokens,
+            256);
   EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
   EXPECT_TRUE(r.tools);
   const Conversation& c = r.conversation;

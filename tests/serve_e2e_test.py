@@ -31,6 +31,9 @@ import time
 
 KEY = "test-key"
 OTHER_KEY = "other-key"  # a second user's
+# A request's line in the server's log (serve/http/request_log.h).
+REQUEST_LINE = re.compile(r'^tpsrun: (GET|POST|DELETE) /\S+ \d{3}( \([\w ]+\): prompt \d+ tokens \(\d+ cached\), '
+                          r'\d+ generated(, first token \d+\.\d\d s)?,|:) \d+\.\d\d s; ".*"$')
 
 
 def free_port():
@@ -112,6 +115,28 @@ def chat(server, **extra):
     return body
 
 
+def clamped_to_the_room(server):
+    """A max_tokens past the room the prompt leaves in the context is that
+    room, as llama-server and Ollama take it: the answer ends at the context's
+    end as one cut short (length, incomplete)."""
+    words = "word " * 440
+    status, _, payload = server.request("POST", "/v1/completions",
+                                        {"prompt": words, "max_tokens": 100000, "temperature": 0})
+    body = json.loads(payload)
+    if status != 200 or body["choices"][0]["finish_reason"] != "length" or \
+            body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] != 512:
+        fail(f"max_tokens past the room: {status} {payload[:300]!r}")
+    ok(f"max_tokens 100000 after a {body['usage']['prompt_tokens']}-token prompt: "
+       f"{body['usage']['completion_tokens']} tokens, to the context's 512, finish_reason length")
+    status, _, payload = server.request("POST", "/v1/responses", {"model": server.model_id, "input": words,
+                                                                  "max_output_tokens": 100000, "store": False})
+    body = json.loads(payload)
+    if status != 200 or body["status"] != "incomplete" or \
+            body["usage"]["input_tokens"] + body["usage"]["output_tokens"] != 512:
+        fail(f"max_output_tokens past the room: {status} {payload[:300]!r}")
+    ok(f"max_output_tokens 100000: {body['usage']['output_tokens']} tokens, to the context's end, incomplete")
+
+
 def bad_input(server):
     expect_error(server, "malformed JSON", 400, "POST", "/v1/chat/completions", "{not json")
     expect_error(server, "wrong type", 400, "POST", "/v1/chat/completions", chat(server, temperature="hot"))
@@ -119,8 +144,6 @@ def bad_input(server):
     expect_error(server, "no messages", 400, "POST", "/v1/chat/completions", {"model": server.model_id})
     expect_error(server, "unknown role", 400, "POST", "/v1/chat/completions",
                  chat(server, messages=[{"role": "robot", "content": "x"}]))
-    expect_error(server, "max_tokens past the context", 400, "POST", "/v1/chat/completions",
-                 chat(server, max_tokens=100000))
     expect_error(server, "a prompt longer than the context", 400, "POST", "/v1/completions",
                  {"prompt": "word " * 2000, "max_tokens": 4})
     expect_error(server, "unknown route", 404, "GET", "/v1/nothing")
@@ -471,7 +494,7 @@ def restart_restores(args):
     at the next start, and the same prompt then computes only its last
     tokens and answers with the same bits."""
     with tempfile.TemporaryDirectory() as cache:
-        flags = ["--cache-ram", "16", "--cache-dir", cache]
+        flags = ["--cache-ram", "16", "--cache-dir", cache, "--log-requests", "off"]
         answers = []
         for turn in ("first", "after a restart"):
             server = Server(args, extra=flags)
@@ -490,6 +513,8 @@ def restart_restores(args):
                 os.killpg(server.proc.pid, signal.SIGKILL)
                 raise
             stop(server.proc, signal.SIGUSR1, f"--cache-dir, {turn}: SIGUSR1 to mpirun", server.log)
+            if any(REQUEST_LINE.search(line) for line in server.log):
+                fail("--log-requests off: a request's line in the log:\n" + "".join(server.log))
         (loaded0, cached0, _, first), (loaded1, cached1, prompt, again) = answers
         if loaded0 != 0 or cached0 != 0:
             fail(f"--cache-dir: an empty directory gave {loaded0} blocks and {cached0} cached tokens")
@@ -580,12 +605,18 @@ def main():
         if status != 200:
             fail(f"GET /v1/models with x-api-key: {status}")
         ok("x-api-key is accepted on every route (GET /v1/models)")
+        logged = [line for line in server.log if REQUEST_LINE.search(line)]
+        if not any("POST /v1/chat/completions 200 (" in line and '"OpenAI/JS ' in line for line in logged) or \
+                not any("POST /v1/messages 200 (" in line and '"Anthropic/JS ' in line for line in logged):
+            fail("the request log has no line of the openai or Anthropic client's requests:\n" + "".join(logged[-5:]))
+        ok(f"the request log: {len(logged)} lines, e.g. {logged[-1].strip()}")
         if not args.no_browser:
             run = subprocess.run([args.node, os.path.join(args.reference, "web_page.mjs"), base, KEY, "2"],
                                  timeout=300)
             if run.returncode != 0:
                 fail("the web page's checks")
         bad_input(server)
+        clamped_to_the_room(server)
         responses_by_key(server)
         for check in HOSTILE:
             check(server)

@@ -42,6 +42,10 @@ TEST(MessagesRequest, BlocksBecomeHarmonyMessages) {
                                    {"type": "text", "text": "And?"}]}]})"),
                                              kLimits);
   EXPECT_EQ(r.max_new_tokens, 20);
+  EXPECT_EQ(parse_messages_request(
+                json::parse(R"({"max_tokens": 32000, "messages": [{"role": "user", "content": "x"}]})"), kLimits)
+                .max_new_tokens,
+            256);  // the context's, then the room's (Server::submit)
   EXPECT_FLOAT_EQ(r.sampler.temperature, 0.5f);
   EXPECT_EQ(r.sampler.top_k, 40);
   EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
@@ -96,7 +100,7 @@ TEST(MessagesRequest, WhatIsNotDoneIsRefusedByName) {
   const std::string max = R"("max_tokens": 5, )";
   refused(ok, "max_tokens");
   refused(R"("max_tokens": 0, )" + ok, "max_tokens");
-  refused(R"("max_tokens": 100000, )" + ok, "max_tokens");
+  refused(R"("max_tokens": "many", )" + ok, "max_tokens");
   refused(max + R"("messages": [])", "messages");
   refused(max + R"("temperature": 1.5, )" + ok, "temperature");
   refused(max + R"("top_p": 0, )" + ok, "top_p");

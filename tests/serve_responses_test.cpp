@@ -37,6 +37,9 @@ TEST(ResponsesRequest, InputItemsBecomeHarmonyMessages) {
       {"type": "function_call_output", "call_id": "c0", "output": "earlier"}]})"),
                                                kLimits, "x");
   EXPECT_EQ(r.max_new_tokens, 10);
+  EXPECT_EQ(parse_responses_request(json::parse(R"({"input": "hi", "max_output_tokens": 32000})"), kLimits, "z")
+                .max_new_tokens,
+            256);  // the context's, then the room's (Server::submit)
   EXPECT_FALSE(r.store);
   EXPECT_EQ(r.previous_response_id, "resp_1");
   EXPECT_EQ(r.conversation.reasoning, "high");
@@ -147,7 +150,7 @@ TEST(ResponsesRequest, WhatIsNotDoneIsRefusedByName) {
   refused(R"({"input": "x", "tool_choice": "required"})", "tool_choice");
   refused(R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "text.format.schema");
   refused(R"({"input": "x", "text": {"format": {"type": "yaml"}}})", "text.format.type");
-  refused(R"({"input": "x", "max_output_tokens": 100000})", "max_output_tokens");
+  refused(R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens");
   refused(R"({"input": "x", "messages": []})", "messages");
   refused(R"({"input": [{"type": "web_search_call"}]})", "input[0].type");
   refused(R"({"input": [{"role": "robot", "content": "x"}]})", "input[0].role");

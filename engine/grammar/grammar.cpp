@@ -1,7 +1,9 @@
 #include "engine/grammar/grammar.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
+#include <queue>
 
 #include "runtime/error.h"
 
@@ -198,6 +200,80 @@ void Grammar::finish(int start) {
   };
   for (int r = 0; r < rules(); ++r)
     if (mark[r] == 0) visit(r);
+  find_shortest();
+}
+
+namespace {
+
+// The fewest bytes of a word of a loop's automaton: the first accepting
+// state a breadth-first walk from the start reaches (-1: none).
+int64_t shortest_word(const ByteDfa& d) {
+  std::vector<int64_t> depth(d.states(), -1);
+  std::deque<int> todo{0};
+  depth[0] = 0;
+  while (!todo.empty()) {
+    const int s = todo.front();
+    todo.pop_front();
+    for (int16_t t : d.next[s]) {
+      if (t < 0 || depth[t] >= 0) continue;
+      depth[t] = depth[s] + 1;
+      if (d.accepting[t]) return depth[t];
+      todo.push_back(t);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+// Knuth's generalisation of Dijkstra's shortest paths to grammars: an
+// alternative's length is known once each rule in it is, and the least
+// length not yet final is a rule's own.
+void Grammar::find_shortest() {
+  constexpr uint64_t kFar = UINT32_MAX;
+  auto element_length = [&](const Element& e) -> uint64_t {
+    if (e.kind != Kind::loop) return 1;  // a byte or a special token
+    const Loop& l = loops_[e.arg];
+    const int64_t word = l.min > 0 ? shortest_word(l.dfa) : 0;
+    return word < 0 ? kFar : static_cast<uint64_t>(word) * static_cast<uint64_t>(l.min);
+  };
+  struct Alternative {
+    int rule;
+    int pending;      // rule elements whose length is not yet final
+    uint64_t length;  // of the elements known so far
+  };
+  std::vector<Alternative> alternatives;
+  std::vector<std::vector<size_t>> used_in(rules());  // a rule's alternatives' indices, once per use
+  using Candidate = std::pair<uint64_t, int>;         // a length, its rule
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> candidates;
+  for (int r = 0; r < rules(); ++r)
+    for (uint32_t p : alternatives_[r]) {
+      Alternative a{r, 0, 0};
+      for (; positions_[p].kind != Kind::end; ++p) {
+        const Element& e = positions_[p];
+        if (e.kind == Kind::rule) {
+          used_in[e.arg].push_back(alternatives.size());
+          ++a.pending;
+        } else {
+          a.length = std::min(kFar, a.length + element_length(e));
+        }
+      }
+      if (a.pending == 0) candidates.push({a.length, r});
+      alternatives.push_back(a);
+    }
+  shortest_.assign(rules(), static_cast<uint32_t>(kFar));
+  std::vector<uint8_t> final(rules(), 0);
+  while (!candidates.empty()) {
+    const auto [length, r] = candidates.top();
+    candidates.pop();
+    if (final[r]) continue;
+    final[r] = 1, shortest_[r] = static_cast<uint32_t>(length);
+    for (size_t i : used_in[r]) {
+      Alternative& a = alternatives[i];
+      a.length = std::min(kFar, a.length + length);
+      if (--a.pending == 0) candidates.push({a.length, a.rule});
+    }
+  }
 }
 
 std::string Grammar::text() const {

@@ -111,6 +111,10 @@ class Grammar {
   int loops() const { return static_cast<int>(loops_.size()); }
   // Whether a rule can match the empty sequence.
   bool nullable(int rule) const { return nullable_[rule]; }
+  // The fewest bytes and special tokens a match of a rule takes (after
+  // finish): no fewer than the tokens of its shortest match, since a token
+  // spells a byte or more. UINT32_MAX: that many or more.
+  uint32_t shortest(int rule) const { return shortest_[rule]; }
   // A readable dump (one rule a line), for tests and --grammar debugging.
   std::string text() const;
 
@@ -127,7 +131,9 @@ class Grammar {
   std::vector<Loop> loops_;
   std::map<std::string, int> literals_;
   std::vector<uint8_t> nullable_;
+  std::vector<uint32_t> shortest_;
   int start_ = -1;
+  void find_shortest();
 };
 
 // The origin of the rules a scope declares (Grammar::set_origin).

@@ -75,9 +75,12 @@ std::shared_ptr<const CompiledGrammar> compile(const std::string& text, const To
 
 int reasoning_budget(const std::string& spec) { return parse(spec).value("reasoning_budget", -1); }
 
-int effort_budget(const std::string& effort, int max_new_tokens) {
-  const int by_effort = effort == "low" ? 512 : effort == "high" ? 8192 : 2048;
-  return std::max(1, std::min(by_effort, max_new_tokens / 2));
+int effort_budget(const std::string& effort) { return effort == "low" ? 512 : effort == "high" ? 8192 : 2048; }
+
+int analysis_budget(int reasoning_budget, int max_new_tokens, int64_t answer_tokens) {
+  const int64_t room = int64_t{max_new_tokens} - kAnalysisFraming - answer_tokens;
+  return static_cast<int>(
+      std::max<int64_t>(0, std::min({int64_t{reasoning_budget}, int64_t{max_new_tokens} / 2, room})));
 }
 
 ConstraintCache::ConstraintCache(const Tokenizer& tokenizer) : tok_(tokenizer) {}
@@ -104,10 +107,12 @@ std::shared_ptr<const CompiledGrammar> ConstraintCache::get(const std::string& s
 }
 
 SequenceConstraint::SequenceConstraint(std::shared_ptr<const CompiledGrammar> grammar, const Tokenizer& tokenizer,
-                                       int reasoning_budget)
-    : matcher_(std::move(grammar)),
+                                       int reasoning_budget, int max_new_tokens)
+    : matcher_(grammar),
       tok_(&tokenizer),
-      budget_(reasoning_budget),
+      budget_(reasoning_budget < 0 ? -1
+                                   : analysis_budget(reasoning_budget, max_new_tokens,
+                                                     grammar->grammar.shortest(grammar->grammar.start()))),
       end_(special(tokenizer, "<|end|>")),
       channel_id_(special(tokenizer, "<|channel|>")),
       message_(special(tokenizer, "<|message|>")) {}

@@ -16,8 +16,9 @@
 //
 // Masks are applied to each rank's rows of the vocabulary before the
 // sampler sees them, so sampling stays split across ranks. The analysis of
-// a harmony turn is closed (only <|end|> allowed) once it has spent the
-// reasoning budget in tokens.
+// a harmony turn is closed (only <|end|> allowed) once it has spent its
+// budget in tokens (analysis_budget: the reasoning budget, cut so that the
+// answer has room in the sequence's max_new_tokens).
 #pragma once
 
 #include <cstdint>
@@ -52,7 +53,9 @@ class ConstraintCache {
 
 class SequenceConstraint {
  public:
-  SequenceConstraint(std::shared_ptr<const CompiledGrammar> grammar, const Tokenizer& tokenizer, int reasoning_budget);
+  // reasoning_budget: the spec's (-1: none); max_new_tokens: the sequence's.
+  SequenceConstraint(std::shared_ptr<const CompiledGrammar> grammar, const Tokenizer& tokenizer, int reasoning_budget,
+                     int max_new_tokens);
   // logits holds the rows [begin, begin + logits.size()) of the
   // vocabulary: those the grammar does not allow now become -inf. False
   // when it allows no token at all.
@@ -75,10 +78,20 @@ class SequenceConstraint {
 // The reasoning budget of a spec (its "reasoning_budget", or -1: none).
 int reasoning_budget(const std::string& spec);
 
-// The analysis a constrained harmony turn may spend before it is closed:
-// by reasoning effort (low 512, medium 2048, high 8192 tokens), and at most
-// half of the tokens the answer may take, so that the constrained answer
-// always has room.
-int effort_budget(const std::string& effort, int max_new_tokens);
+// The reasoning budget of an effort: low 512, medium 2048, high 8192 tokens.
+int effort_budget(const std::string& effort);
+
+// The tokens of the analysis message besides its text: <|channel|>analysis
+// <|message|> before, <|end|><|start|>assistant after (one token a word).
+constexpr int kAnalysisFraming = 6;
+
+// The analysis a constrained harmony turn may spend before it is closed,
+// of a sequence that may generate max_new_tokens: the reasoning budget, at
+// most half of max_new_tokens, and at most what leaves room for the
+// shortest answer the turn allows (answer_tokens; a tool call forced by
+// tool_choice is one) after the analysis's framing -- so that a forced call
+// whose arguments fit what is left is always made. 0: the analysis, if
+// begun, ends at once.
+int analysis_budget(int reasoning_budget, int max_new_tokens, int64_t answer_tokens);
 
 }  // namespace tps

@@ -365,7 +365,7 @@ Generator::Plan Generator::make_plan(bool stop) {
   p.batch = batch_;
   for (int seq : scheduler_.admitted()) {
     const SequenceParams& sp = params_.at(seq);
-    p.joins.push_back(Join{seq, sp.top_logprobs, sp.sampler});
+    p.joins.push_back(Join{seq, sp.top_logprobs, sp.max_new_tokens, sp.sampler});
     if (!sp.constraint.empty()) p.constraints.emplace_back(seq, sp.constraint);
   }
   return p;
@@ -381,13 +381,15 @@ void Generator::tell_waiting(const Events& events) {
 }
 
 void Generator::apply(const Plan& p) {
+  std::map<int32_t, int32_t> max_new_tokens;
   for (const Join& j : p.joins) {
     samplers_.insert_or_assign(j.seq, Sampler(j.sampler));
     alternatives_[j.seq] = j.top_logprobs;
+    max_new_tokens[j.seq] = j.max_new_tokens;
   }
-  for (const auto& [seq, text] : p.constraints)
-    constraints_.insert_or_assign(
-        seq, SequenceConstraint(constraint_cache_.get(text), model_.tokenizer, reasoning_budget(text)));
+  for (const auto& [seq, text] : p.constraints)  // each joins in the same plan
+    constraints_.insert_or_assign(seq, SequenceConstraint(constraint_cache_.get(text), model_.tokenizer,
+                                                          reasoning_budget(text), max_new_tokens.at(seq)));
   for (int32_t seq : p.leaves) samplers_.erase(seq), alternatives_.erase(seq), constraints_.erase(seq);
 }
 

@@ -133,7 +133,7 @@ class Generator {
 
  private:
   struct Join {
-    int32_t seq, top_logprobs;
+    int32_t seq, top_logprobs, max_new_tokens;  // max_new_tokens: what its constraint's analysis budget leaves room in
     SamplerParams sampler;
   };
   struct Plan;

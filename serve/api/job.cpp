@@ -4,6 +4,7 @@
 
 #include "serve/http/api_error.h"
 #include "serve/http/connection_server.h"
+#include "serve/http/request_log.h"
 
 namespace tps {
 
@@ -13,6 +14,14 @@ void Job::collect(const std::function<void(const Pick&)>& on_token) {
     if (ConnectionServer::client_gone()) cancelled = true;  // its sequence ends at the next step
   }
   if (!error.empty()) throw ApiError(status, error);
+}
+
+std::string Job::describe(Clock::time_point since) {
+  std::lock_guard<std::mutex> lock(m);
+  const std::string end = !error.empty() ? cat("failed ", status) : done ? finish : "client left";
+  return cat(
+      " (", end, "): prompt ", prompt.size(), " tokens (", reused, " cached), ", generated, " generated",
+      generated > 0 ? ", first token " + seconds_text(std::chrono::duration<double>(first_token - since).count()) : "");
 }
 
 void Job::stream(std::shared_ptr<Job> job, httplib::Response& res, bool http10, JobEvents events) {
@@ -37,7 +46,13 @@ void Job::stream(std::shared_ptr<Job> job, httplib::Response& res, bool http10, 
     if (finished) sink.done();
     return true;
   };
-  auto release = [job](bool) { job->cancelled = true; };
+  // The request's log line once the stream is over (serve/http/request_log.h).
+  const std::shared_ptr<RequestRecord> record = RequestRecord::current();
+  if (record) record->defer();
+  auto release = [job, record](bool) {
+    job->cancelled = true;
+    if (record) record->finish(200);
+  };
   if (http10)
     res.set_content_provider("text/event-stream", std::move(provider), std::move(release));
   else

@@ -54,6 +54,8 @@ struct Job {
   int status = 200;    // the engine's refusal, with error
   std::string error;
   int reused = 0;
+  int generated = 0;  // tokens, and when the first came (the request log's)
+  Clock::time_point first_token{};
   // HTTP thread -> engine loop.
   std::atomic<bool> cancelled{false};
   // Engine loop only.
@@ -70,6 +72,9 @@ struct Job {
     done = true, status = s, error = e;
     cv.notify_all();
   }
+  // For the request log (serve/http/request_log.h): " (stop): prompt P
+  // tokens (C cached), G generated, first token T s" (T since `since`).
+  std::string describe(Clock::time_point since);
   // Waits for tokens or the end, up to `seconds`; takes what came.
   std::deque<Pick> take(double seconds, bool& finished) {
     std::unique_lock<std::mutex> lock(m);

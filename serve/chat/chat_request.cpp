@@ -49,10 +49,8 @@ void read_common(const json& body, const ApiLimits& limits, GenerationRequest& r
   r.sampler.seed = static_cast<uint64_t>(integer(body, "seed", 0, INT64_MAX, 0));
   const int64_t max =
       integer(body, "max_completion_tokens", 1, INT64_MAX, integer(body, "max_tokens", 1, INT64_MAX, 0));
-  if (max > limits.context)
-    throw bad(body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-              "max tokens " + std::to_string(max) + " is more than the context of " + std::to_string(limits.context));
-  r.max_new_tokens = static_cast<int>(max);
+  // More than the room the prompt leaves is the room (Server::submit), as llama-server and Ollama take it.
+  r.max_new_tokens = static_cast<int>(std::min<int64_t>(max, limits.context));
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& s = body["stop"];
     if (s.is_string()) {
@@ -128,8 +126,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
   }
   c.reasoning = effort;
   read_tools(body, limits, r);
-  r.output = read_chat_constraint(body, effort_budget(effort, r.max_new_tokens > 0 ? r.max_new_tokens : limits.context),
-                                  limits.default_final);
+  r.output = read_chat_constraint(body, effort_budget(effort), limits.default_final);
   if (!body.contains("messages")) throw bad("messages", "'messages' is missing");
   const json& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) throw bad("messages", "'messages' must be a non-empty array");

@@ -5,6 +5,7 @@
 #include "runtime/error.h"
 #include "runtime/json_text.h"
 #include "serve/http/api_error.h"
+#include "serve/http/request_log.h"
 
 namespace tps {
 
@@ -20,6 +21,9 @@ void send_ordered_json(httplib::Response& res, int status, const nlohmann::order
 
 RouteHandler Routes::answer(const char* label, RouteNeeds needs, RouteHandler handle, ErrorShape shape) const {
   return [this, label, needs, shape, handle = std::move(handle)](const httplib::Request& req, httplib::Response& res) {
+    std::shared_ptr<RequestRecord> record;
+    if (log_) record = std::make_shared<RequestRecord>(cat(req.method, " ", label), req.get_header_value("User-Agent"));
+    const RequestRecord::Scope scope(record);
     try {
       if (needs != RouteNeeds::nothing && !state_.ready) throw ApiError(503, "Loading model", "", "unavailable_error");
       if (needs == RouteNeeds::new_work && state_.stopping)
@@ -32,6 +36,7 @@ RouteHandler Routes::answer(const char* label, RouteNeeds needs, RouteHandler ha
       send_json(res, 500, error_body(ApiError(500, cat("internal error: ", e.what()), "", "server_error"), shape));
     }
     counts_.add(label, res.status);
+    if (record && !record->deferred()) record->finish(res.status);
   };
 }
 

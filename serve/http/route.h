@@ -4,7 +4,8 @@
 //     error body (OpenAI's, or Anthropic's for the Messages API) (503s say Retry-After: 1), anything else is a 500
 //     "internal error"; a route that needs the model is refused 503 while
 //     it loads, one that takes new work also while the server stops; and
-//     the answer is counted under the route's label (request_counts.h).
+//     the answer is counted under the route's label (request_counts.h)
+//     and logged (request_log.h).
 // An API registers its routes here (Routes::post, get, remove) and never
 // writes this wrapper again. Routes that are not counted (/health, /metrics,
 // /v1/status, the web page) go to httplib::Server directly.
@@ -47,8 +48,9 @@ using RouteHandler = std::function<void(const httplib::Request&, httplib::Respon
 class Routes {
  public:
   // All three outlive the Routes and the server's threads.
-  Routes(httplib::Server& server, const ServerState& state, RequestCounts& counts)
-      : server_(server), state_(state), counts_(counts) {}
+  // log_requests: one line on stderr per request (serve/http/request_log.h).
+  Routes(httplib::Server& server, const ServerState& state, RequestCounts& counts, bool log_requests)
+      : server_(server), state_(state), counts_(counts), log_(log_requests) {}
 
   // pattern: httplib's (a regex for a path with ids); label: the route as
   // counted ("/v1/responses/{id}").
@@ -66,6 +68,7 @@ class Routes {
   httplib::Server& server_;
   const ServerState& state_;
   RequestCounts& counts_;
+  bool log_;
 };
 
 }  // namespace tps

@@ -285,9 +285,7 @@ MessagesRequest parse_messages_request(const json& body, const ApiLimits& limits
     if (!body.contains("max_tokens") || body["max_tokens"].is_null())
       throw bad_param("max_tokens", "'max_tokens' is missing (the Messages API needs it)");
     max = integer_field(body, "max_tokens", 1, INT64_MAX, 0);
-    if (max > limits.context)
-      throw bad_param("max_tokens", cat("'max_tokens' is ", max, ", more than the context of ", limits.context));
-    r.max_new_tokens = static_cast<int>(max);
+    r.max_new_tokens = static_cast<int>(std::min<int64_t>(max, limits.context));  // then the room (Server::submit)
     r.stream = boolean_field(body, "stream", false);
     r.sampler.temperature = static_cast<float>(number_field(body, "temperature", 0, 1, 1));
     r.sampler.top_p = static_cast<float>(number_field(body, "top_p", 0, 1, 1));
@@ -303,7 +301,7 @@ MessagesRequest parse_messages_request(const json& body, const ApiLimits& limits
   r.choice = read_tool_choice_block(body);
   read_tools(body, limits, r);
   read_messages(body, r);
-  const int budget = effort_budget(r.conversation.reasoning, max > 0 ? static_cast<int>(max) : limits.context);
+  const int budget = effort_budget(r.conversation.reasoning);
   r.reasoning_budget = r.thinking_budget > 0 ? std::min(budget, r.thinking_budget) : budget;
   // The final answer is free unless the server holds it (serve --grammar).
   r.output = harmony_turn_constraint({}, limits.default_final, r.functions, r.choice, r.reasoning_budget);

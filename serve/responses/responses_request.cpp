@@ -324,10 +324,7 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
   r.sampler.top_p = static_cast<float>(number_field(body, "top_p", 0, 1, 1));
   if (r.sampler.top_p <= 0) throw bad_param("top_p", "'top_p' must be above 0");
   const int64_t max = integer_field(body, "max_output_tokens", 1, INT64_MAX, 0);
-  if (max > limits.context)
-    throw bad_param("max_output_tokens",
-                    cat("'max_output_tokens' is ", max, ", more than the context of ", limits.context));
-  r.max_new_tokens = static_cast<int>(max);
+  r.max_new_tokens = static_cast<int>(std::min<int64_t>(max, limits.context));  // then the room (Server::submit)
   if (body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
     r.previous_response_id = string_field(body, "previous_response_id");
     if (r.previous_response_id.empty())
@@ -347,8 +344,7 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
   OutputConstraint out;
   const json asked = read_text_format(body, out);
   const json final = asked.is_null() ? limits.default_final : asked;
-  r.output = harmony_turn_constraint(std::move(out), final, functions, choice,
-                                     effort_budget(effort, max > 0 ? static_cast<int>(max) : limits.context));
+  r.output = harmony_turn_constraint(std::move(out), final, functions, choice, effort_budget(effort));
   read_input(body, r, ids);
   size_t bytes = r.conversation.instructions.size() + r.item_instructions.size() + r.conversation.functions.size();
   for (const HarmonyMessage& m : r.conversation.messages) bytes += m.content.size();
