@@ -165,7 +165,7 @@ TEST(MessagesRequest, AToolTheEngineCannotHoldIsHeldAsAnObjectUnlessStrict) {
     return json::parse(std::string(R"({"max_tokens": 50, "tool_choice": {"type": "any"}, "tools": [)") + kWeatherTool +
                        R"(, {"name": "code", )" + strict +
                        R"("input_schema": {"type": "object", "properties": {"c": {"type": "string",
-                          "pattern": "^[a-z]+$", "maxLength": 3}}}}],
+                          "not": {"const": "x"}}}}}],
                         "messages": [{"role": "user", "content": "x"}]})");
   };
   MessagesRequest best = parse_messages_request(body(""), kLimits);
