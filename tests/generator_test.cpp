@@ -449,6 +449,28 @@ TEST(Generator, ConstrainedOutputIsAlwaysTheSchemasJson) {
   }
 }
 
+// The generator ends sequences itself, and says why: what each sequence
+// drew, and the end reported with each token.
+struct Drawn {
+  std::vector<int32_t> ids;
+  std::vector<SequenceEnd> ends;
+};
+
+std::map<int, Drawn> run_until_ended(Generator& gen) {
+  std::map<int, Drawn> got;
+  Generator::Events ev;
+  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
+    got[seq].ids.push_back(p.id), got[seq].ends.push_back(end);
+    return true;  // never this caller's reason: the generator alone ends them
+  };
+  ev.waiting = [](int, const std::string&) {};
+  ev.between_steps = [](bool idle) { return !idle; };
+  gen.run(ev);
+  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::full), 0);
+  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::sliding), 0);
+  return got;
+}
+
 TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   ThreadPool pool(2);
   Model m = load_model(GgufFile::open(model_path("tiny")), pool);
@@ -459,17 +481,9 @@ TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   SequenceParams p;
   p.sampler.temperature = 1, p.sampler.seed = 5, p.max_new_tokens = 120;
   p.constraint = R"({"format":"harmony","reasoning_budget":6,"final":{"schema":{"type":"boolean"}}})";
-  gen.add(prompt(6, 2), p);
-  std::vector<int32_t> ids;
-  Generator::Events ev;
-  SequenceEnd last = SequenceEnd::none;
-  ev.token = [&](int, const Pick& pick, SequenceEnd end) {
-    ids.push_back(pick.id), last = end;
-    return true;
-  };
-  ev.waiting = [](int, const std::string&) {};
-  ev.between_steps = [](bool idle) { return !idle; };
-  gen.run(ev);
+  const int seq = gen.add(prompt(6, 2), p);
+  const Drawn d = run_until_ended(gen)[seq];
+  const std::vector<int32_t>& ids = d.ids;
   // <|channel|> analysis <|message|> (a token or two for "analysis"), six
   // tokens of thought, <|end|>.
   const int32_t end = m.tokenizer.special_id("<|end|>").value();
@@ -478,7 +492,7 @@ TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   const auto message = std::find(ids.begin(), ids.end(), m.tokenizer.special_id("<|message|>").value());
   EXPECT_EQ(at - message - 1, 6);
   EXPECT_EQ(ids.back(), m.tokenizer.special_id("<|return|>").value());
-  EXPECT_EQ(last, SequenceEnd::stop);  // the generator ended it there
+  EXPECT_EQ(d.ends.back(), SequenceEnd::stop);  // the generator ended it there
 }
 
 // A forced call in a small max_new_tokens: the analysis is cut to leave the
@@ -503,42 +517,11 @@ TEST(Generator, AForcedCallIsMadeWithinASmallMaxNewTokens) {
     p.constraint = R"({"format":"harmony","reasoning_budget":2048,"final":"none","tools":[{"name":"get_weather",
         "schema":{"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},"required":["city"],
                   "additionalProperties":false}}]})";
-    gen.add(prompt(6, 2), p);
-    std::vector<int32_t> ids;
-    Generator::Events ev;
-    SequenceEnd last = SequenceEnd::none;
-    ev.token = [&](int, const Pick& pick, SequenceEnd end) {
-      ids.push_back(pick.id), last = end;
-      return true;
-    };
-    ev.waiting = [](int, const std::string&) {};
-    ev.between_steps = [](bool idle) { return !idle; };
-    gen.run(ev);
-    EXPECT_EQ(ids.back(), call) << "seed " << seed << ": " << ids.size() << " tokens";
-    EXPECT_EQ(last, SequenceEnd::stop) << "seed " << seed;
+    const int seq = gen.add(prompt(6, 2), p);
+    const Drawn d = run_until_ended(gen)[seq];
+    EXPECT_EQ(d.ids.back(), call) << "seed " << seed << ": " << d.ids.size() << " tokens";
+    EXPECT_EQ(d.ends.back(), SequenceEnd::stop) << "seed " << seed;
   }
-}
-
-// The generator ends sequences itself, and says why: what each sequence
-// drew, and the end reported with each token.
-struct Drawn {
-  std::vector<int32_t> ids;
-  std::vector<SequenceEnd> ends;
-};
-
-std::map<int, Drawn> run_until_ended(Generator& gen) {
-  std::map<int, Drawn> got;
-  Generator::Events ev;
-  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
-    got[seq].ids.push_back(p.id), got[seq].ends.push_back(end);
-    return true;  // never this caller's reason: the generator alone ends them
-  };
-  ev.waiting = [](int, const std::string&) {};
-  ev.between_steps = [](bool idle) { return !idle; };
-  gen.run(ev);
-  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::full), 0);
-  EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::sliding), 0);
-  return got;
 }
 
 // n tokens, the last one ending the sequence for `why`, none before.
@@ -682,15 +665,7 @@ TEST(Generator, AConstraintThatGivesUpEndsOnlyItsOwnSequence) {
       R"({"format":"gbnf","gbnf":"root ::= \"1234567890123456789012345678901234567890\" ([a-z]*){1000}\n"})";
   const int c = gen.add(prompt(6, 1), costly);
   const int f = gen.add(prompt(6, 1), free);
-  std::map<int, Drawn> got;
-  Generator::Events ev;
-  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
-    got[seq].ids.push_back(p.id), got[seq].ends.push_back(end);
-    return true;
-  };
-  ev.waiting = [](int, const std::string&) {};
-  ev.between_steps = [](bool idle) { return !idle; };
-  gen.run(ev);
+  std::map<int, Drawn> got = run_until_ended(gen);
   ASSERT_FALSE(got[c].ends.empty());
   EXPECT_EQ(got[c].ends.back(), SequenceEnd::constraint);
   EXPECT_EQ(got[c].ids.back(), -1);
@@ -699,12 +674,7 @@ TEST(Generator, AConstraintThatGivesUpEndsOnlyItsOwnSequence) {
   Exchange solo2;
   Generator alone_gen(m, pool, solo2, o);
   alone_gen.add(prompt(6, 1), free);
-  std::map<int, Drawn> alone;
-  ev.token = [&](int seq, const Pick& p, SequenceEnd end) {
-    alone[seq].ids.push_back(p.id), alone[seq].ends.push_back(end);
-    return true;
-  };
-  alone_gen.run(ev);
+  const std::map<int, Drawn> alone = run_until_ended(alone_gen);
   EXPECT_EQ(got[f].ids, alone.begin()->second.ids);
   EXPECT_EQ(gen.scheduler().blocks().held(BlockKind::full), 0);
 }
