@@ -2,10 +2,10 @@
 
 #include <httplib.h>
 
-#include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 
 namespace tps {
 
@@ -45,19 +45,18 @@ bool ApiKeys::admits(const httplib::Request& req) const {
 std::string ApiKeys::owner(const httplib::Request& req) const { return required() ? presented_key(req) : ""; }
 
 std::vector<std::string> read_api_keys(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw InputError(cat("--api-keys-file ", path, ": not a regular file"));
-  if (std::filesystem::file_size(path, ec) > (size_t{16} << 20))
-    throw InputError(cat("--api-keys-file ", path, ": larger than 16 MiB"));
-  std::ifstream in(path);
-  if (!in) throw InputError(cat("--api-keys-file ", path, ": cannot be read"));
+  std::string text;
+  try {
+    text = read_text_file(path, size_t{16} << 20);
+  } catch (const InputError& e) {
+    throw InputError(cat("--api-keys-file ", e.what()));
+  }
+  std::istringstream in(text);
   std::vector<std::string> keys;
   for (std::string line; std::getline(in, line);) {
     line = trimmed(line);
     if (!line.empty() && line[0] != '#') keys.push_back(line);
   }
-  if (in.bad()) throw InputError(cat("--api-keys-file ", path, ": cannot be read"));
   if (keys.empty()) throw InputError(cat("--api-keys-file ", path, ": holds no key (one a line)"));
   return keys;
 }
