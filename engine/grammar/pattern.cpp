@@ -547,6 +547,7 @@ int format_rule(Grammar& g, JsonText& text, const std::string& format, const std
   static const std::string kLabel = "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?";
   static const std::string kHost = kLabel + "(\\." + kLabel + "){0,3}";
   static const std::string kOctet = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+  static const std::string kUrl = "https?://" + kHost + "(/[A-Za-z0-9._~-]{1,20}){0,8}";
   static const std::map<std::string, std::string> kHeld = {
       {"date", kDate},
       {"time", kTime},
@@ -555,8 +556,8 @@ int format_rule(Grammar& g, JsonText& text, const std::string& format, const std
       {"email", "[a-z0-9_+-]{1,20}(\\.[a-z0-9_+-]{1,20}){0,2}@([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\\.){1,3}[a-z]{2,10}"},
       {"hostname", kHost},
       {"ipv4", kOctet + "(\\." + kOctet + "){3}"},
-      {"uri", "https?://" + kHost + "(/[A-Za-z0-9._~-]{1,20}){0,8}"},
-      {"uri-reference", "https?://" + kHost + "(/[A-Za-z0-9._~-]{1,20}){0,8}"}};
+      {"uri", kUrl},
+      {"uri-reference", kUrl}};  // an absolute URL is a URI reference too
   // The formats JSON Schema defines that are not held; any other format
   // name is an annotation (JSON Schema: unknown formats constrain nothing).
   static const std::set<std::string> kRefused = {
