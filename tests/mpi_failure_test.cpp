@@ -22,7 +22,8 @@ testing::ToolResult run_probe(int ranks, int fail_rank, const std::string& mode)
                   tps::test_paths::mpi_failure_probe + " " + std::to_string(fail_rank) + " " + mode);
 }
 
-constexpr double kPromptly = 15.0;  // seconds; a hang would hit the CTest timeout
+constexpr double kPromptly = 15.0;     // seconds; a hang would hit the CTest timeout
+constexpr double kAgreeSeconds = 2.0;  // MpiSession::kAgreeSeconds: how long end_job may wait for the others
 
 TEST(MpiFailure, ExceptionOnOneRankEndsAllWithItsMessage) {
   auto r = run_probe(3, 1, "throw");
@@ -33,9 +34,10 @@ TEST(MpiFailure, ExceptionOnOneRankEndsAllWithItsMessage) {
 }
 
 TEST(MpiFailure, LoneFailureEndsTheJobPromptly) {
-  // A failure the other ranks do not share ends the job well within a
-  // second of it (it waited 2 s for them to fail too), for each kind of
-  // failure and either rank.
+  // A failure the other ranks do not share ends the job without waiting
+  // kAgreeSeconds for them to fail too, for each kind of failure and either
+  // rank. It takes kQuietSeconds and mpirun's teardown: ~0.2 s more on a
+  // quiet machine, over a second seen in CI, so the bound is the wait itself.
   const std::string stamp = ::testing::TempDir() + "tps-failure-" + std::to_string(getpid()) + ".stamp";
   for (const auto& [rank, mode] : {std::pair{1, "throw"}, std::pair{0, "input"}, std::pair{1, "return"}}) {
     std::remove(stamp.c_str());
@@ -47,7 +49,7 @@ TEST(MpiFailure, LoneFailureEndsTheJobPromptly) {
     EXPECT_NE(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("tps: rank " + std::to_string(rank) + " on "), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_LT(ended - failed, 1.0) << mode << " on rank " << rank << ": " << r.err;
+    EXPECT_LT(ended - failed, kAgreeSeconds) << mode << " on rank " << rank << ": " << r.err;
   }
   std::remove(stamp.c_str());
 }
