@@ -176,7 +176,9 @@ RunMode add_chat_command(CLI::App& app) {
                          "an interactive chat in the terminal (harmony, multi-turn, streaming; Ctrl-C stops an answer; "
                          "/reset, /stats, /reasoning low|medium|high, /quit)");
   chat->fallthrough();
-  return {chat, {run_group::model, run_group::prefix_cache, run_group::sampling, run_group::chat_format}};
+  return {
+      chat,
+      {run_group::model, run_group::prefix_cache, run_group::speculation, run_group::sampling, run_group::chat_format}};
 }
 
 int run_chat(const RunOptions& given, const MpiSession& mpi, const RankSetup& setup) {

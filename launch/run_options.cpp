@@ -99,6 +99,16 @@ uint64_t parse_cache_ram(const std::string& text) {
   return size->has_unit ? size->value : size->value << 20;
 }
 
+void parse_speculate(const std::string& text, GeneratorOptions& g) {
+  g.draft_by_cost = text == "auto";
+  if (text == "off") return void(g.draft_tokens = 0);
+  if (text == "auto") return void(g.draft_tokens = kAutoDraftTokens);
+  const std::optional<SizeText> most = parse_size(text, "--speculate");
+  if (most && !most->has_unit && most->value <= Drafter::kLongest) return void(g.draft_tokens = int(most->value));
+  throw InputError(cat("--speculate '", text, "': expected off, auto or the most drafted tokens a step checks, 1..",
+                       Drafter::kLongest));
+}
+
 CLI::Option* add_quantize_option(CLI::App& app, QuantizePlan& plan, const std::string& help) {
   auto parse = [&plan](const std::string& text) {
     try {
@@ -140,6 +150,7 @@ GeneratorOptions generator_options(const RunOptions& o) {
   parse_kv_size(o.kv_size, g.kv_positions, g.kv_bytes);
   g.kv_type = o.kv_type;
   g.prefix_reuse = !o.no_prefix_cache;
+  parse_speculate(o.speculate, g);
   g.cache_ram_bytes = parse_cache_ram(o.cache_ram);
   if (g.cache_ram_bytes > 0 && !g.prefix_reuse)
     throw InputError(cat("--cache-ram ", o.cache_ram, " does nothing with --no-prefix-cache (it keeps prefixes)"));
@@ -185,6 +196,17 @@ RunFlags add_run_options(CLI::App& app, RunOptions& run) {
                  "the KV cache pool of each rank: positions (e.g. 65536) or bytes (e.g. 4G, 512M); "
                  "default: --ctx x --parallel positions")
       ->group(run_group::sequences);
+  app.add_option("--speculate", run.speculate,
+                 "speculative decoding: each decoding sequence's next token comes with the tokens that followed "
+                 "its last words where they occurred before in its text (prompt lookup), checked in the same step "
+                 "and kept where they are what the model chooses -- the same tokens as off, fewer steps where text "
+                 "repeats; auto: up to " +
+                     std::to_string(kAutoDraftTokens) +
+                     " drafted tokens a step where the measured cost of a step says they pay; N: every proposal, up "
+                     "to N tokens; off: none")
+      ->type_name("off|auto|N")
+      ->capture_default_str()
+      ->group(run_group::speculation);
   app.add_flag("--no-prefix-cache", run.no_prefix_cache,
                "never reuse the keys and values of a prompt prefix computed before")
       ->group(run_group::prefix_cache);
@@ -220,9 +242,10 @@ RunFlags add_run_options(CLI::App& app, RunOptions& run) {
 }
 
 void refuse_other_groups(const CLI::App& app, const std::vector<std::string>& allowed, const std::string& where) {
-  const std::vector<std::string> groups = {run_group::model,    run_group::sequences, run_group::prefix_cache,
-                                           run_group::sampling, run_group::prompt,    run_group::chat_format,
-                                           run_group::output,   run_group::logprobs,  run_group::output_format};
+  const std::vector<std::string> groups = {run_group::model,        run_group::sequences, run_group::prefix_cache,
+                                           run_group::speculation,  run_group::sampling,  run_group::prompt,
+                                           run_group::chat_format,  run_group::output,    run_group::logprobs,
+                                           run_group::output_format};
   for (const CLI::Option* option : app.get_options()) {
     const std::string& group = option->get_group();
     if (option->count() == 0 || std::find(groups.begin(), groups.end(), group) == groups.end() ||

@@ -43,6 +43,7 @@ struct RunOptions {
   std::string kv_size;              // the KV pool: positions, or bytes per rank with a K/M/G suffix; "": ctx x parallel
   KvType kv_type = kDefaultKvType;  // its keys' and values' type (kernels/kv_format.h)
   bool no_prefix_cache = false;     // never reuse cached prompt prefixes
+  std::string speculate = "auto";   // drafted tokens checked a step: off, auto or the most (parse_speculate)
   std::string cache_ram = "0";      // the prompt cache's RAM tier per rank: MiB, or bytes with K/M/G; 0: none
   std::string cache_dir;            // its disk tier's directory ("": none)
   std::string alias;                // serve: the model's id in the API (default: the file's name)
@@ -56,6 +57,10 @@ struct RunOptions {
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
 // --cache-ram: MiB (a plain number) or bytes with K/M/G; "0": none.
 uint64_t parse_cache_ram(const std::string& text);
+// --speculate into GeneratorOptions' draft_tokens and draft_by_cost: off
+// (0), auto (up to kAutoDraftTokens, as the cost says) or N (1..Drafter's
+// longest: every proposal, up to N tokens).
+void parse_speculate(const std::string& text, GeneratorOptions& options);
 
 // Typed options, each parsed once, as the command line is (for tpsrun and
 // tpstopo alike), its names said by the one list they come from:
@@ -75,6 +80,7 @@ namespace run_group {
 inline const std::string model = "Model and ranks";
 inline const std::string sequences = "Sequences at once";
 inline const std::string prefix_cache = "Prefix cache";
+inline const std::string speculation = "Speculative decoding";
 inline const std::string sampling = "Sampling";
 inline const std::string prompt = "Prompt";
 inline const std::string chat_format = "Chat format (with --chat)";

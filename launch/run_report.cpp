@@ -63,6 +63,15 @@ nlohmann::json prompt_cache_json(const Scheduler& s) {
           {"ram_misses", t.misses}};
 }
 
+// Speculative decoding: the drafts checked, their tokens, those taken.
+nlohmann::json speculation_json(const Scheduler& s) {
+  const Scheduler::DraftStats& d = s.draft_stats();
+  return {{"draft_tokens", s.options().draft_tokens},
+          {"verify_steps", d.verifies},
+          {"drafted_tokens", d.drafted},
+          {"taken_tokens", d.taken}};
+}
+
 // What --json says of every run.
 nlohmann::json run_json(const RunOptions& o, const RunRecord& rec, const std::vector<RankStats>& ranks,
                         const RankRun& r, const Generator& gen, const RankSetup& setup) {
@@ -91,6 +100,7 @@ nlohmann::json run_json(const RunOptions& o, const RunRecord& rec, const std::ve
           {"decode_weight_bytes_per_token", bytes_per_token},
           {"peak_rss_mib", peak_rss_mib()},
           {"prompt_cache", prompt_cache_json(gen.scheduler())},
+          {"speculation", speculation_json(gen.scheduler())},
           {"per_rank", per_rank_json(ranks)}};
 }
 

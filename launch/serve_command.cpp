@@ -84,7 +84,9 @@ RunMode add_serve_command(CLI::App& app, ServeOptions& so, RunOptions& run) {
       ->check(CLI::IsMember({"on", "off"}))
       ->type_name("on|off");
   serve->fallthrough();
-  return {serve, {run_group::model, run_group::sequences, run_group::prefix_cache, run_group::output_format}};
+  return {serve,
+          {run_group::model, run_group::sequences, run_group::prefix_cache, run_group::speculation,
+           run_group::output_format}};
 }
 
 int run_serve(const RunOptions& given, const ServeOptions& so, const MpiSession& mpi, const RankSetup& setup) {

@@ -16,6 +16,7 @@
 #include "launch/perplexity_command.h"
 #include "launch/rank_run.h"
 #include "launch/rank_setup.h"
+#include "launch/replay_command.h"
 #include "launch/score_command.h"
 #include "launch/serve_command.h"
 #include "launch/sweep_command.h"
@@ -60,11 +61,11 @@ void check_together(const CLI::App& app, const tps::RunOptions& run, const tps::
     if (mode.command->parsed())
       return tps::refuse_other_groups(app, mode.groups, "with `tpsrun " + mode.command->get_name() + "`");
   if (!run.chat)
-    tps::refuse_other_groups(
-        app,
-        {tps::run_group::model, tps::run_group::sequences, tps::run_group::prefix_cache, tps::run_group::sampling,
-         tps::run_group::prompt, tps::run_group::output, tps::run_group::logprobs, tps::run_group::output_format},
-        "without --chat");
+    tps::refuse_other_groups(app,
+                             {tps::run_group::model, tps::run_group::sequences, tps::run_group::prefix_cache,
+                              tps::run_group::speculation, tps::run_group::sampling, tps::run_group::prompt,
+                              tps::run_group::output, tps::run_group::logprobs, tps::run_group::output_format},
+                             "without --chat");
   if (flags.prompt->count() == 0 && flags.prompt_file->count() == 0 && flags.prompts_file->count() == 0)
     throw CLI::ValidationError("give a prompt with -p PROMPT or -f FILE, or a subcommand");
 }
@@ -97,12 +98,14 @@ int main(int argc, char** argv) {
   tps::ServeOptions serve_options;
   tps::TokenizeOptions tk;
   tps::SweepOptions sweep_options;
+  tps::ReplayOptions replay_options;
   const tps::RunMode place{
       app.add_subcommand("place", "bind each rank to its cores and NUMA node, print the placement, and exit"), {}};
   const tps::RunMode score = tps::add_score_command(app, run), perplexity = tps::add_perplexity_command(app, ppl),
                      serve = tps::add_serve_command(app, serve_options, run), chat = tps::add_chat_command(app),
-                     sweep = tps::add_sweep_command(app, sweep_options);
-  const std::vector<tps::RunMode> modes = {place, score, perplexity, serve, chat, sweep};
+                     sweep = tps::add_sweep_command(app, sweep_options),
+                     replay = tps::add_replay_command(app, replay_options);
+  const std::vector<tps::RunMode> modes = {place, score, perplexity, serve, chat, sweep, replay};
   CLI::App* tokenize = tps::add_tokenize_command(app, tk);
   app.callback([&] {
     if (tokenize->parsed()) return;
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
     if (place.command->parsed()) return 0;
     if (score.command->parsed()) return tps::run_score(run, mpi, setup);
     if (sweep.command->parsed()) return tps::run_sweep(run, sweep_options, mpi, setup);
+    if (replay.command->parsed()) return tps::run_replay(run, replay_options, mpi, setup);
     if (perplexity.command->parsed()) return tps::run_perplexity(run, ppl, mpi, setup);
     if (serve.command->parsed()) return tps::run_serve(run, serve_options, mpi, setup);
     if (chat.command->parsed()) return tps::run_chat(run, mpi, setup);

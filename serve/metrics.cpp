@@ -11,7 +11,7 @@ using json = nlohmann::json;
 using S = MetricsSnapshot;
 
 // In /metrics' order. /v1/status's objects: sequences, kv, cache_ram,
-// cache_disk, responses (and tokens_per_second at the top).
+// cache_disk, speculation, responses (and tokens_per_second at the top).
 constexpr MetricRow kRows[] = {
     {"prompt_tokens_total", "counter", "Prompt tokens of the requests served.", nullptr, nullptr,
      [](const S& s) -> json { return s.prompt_tokens; }},
@@ -67,6 +67,15 @@ constexpr MetricRow kRows[] = {
     {"cache_disk_write_failures_total", "counter",
      "Writes to the disk tier that failed (the first turns the disk tier off).", "cache_disk", "write_failures",
      [](const S& s) -> json { return s.cache.disk_write_failures; }},
+    {"speculation_verify_steps_total", "counter", "Decoding steps of a sequence that checked a draft (--speculate).",
+     "speculation", "verify_steps", [](const S& s) -> json { return s.speculation.verifies; }},
+    {"speculation_drafted_tokens_total", "counter", "Drafted tokens checked.", "speculation", "drafted_tokens",
+     [](const S& s) -> json { return s.speculation.drafted; }},
+    {"speculation_taken_tokens_total", "counter",
+     "Drafted tokens that were the model's choices: tokens generated without a step of their own.", "speculation",
+     "taken_tokens", [](const S& s) -> json { return s.speculation.taken; }},
+    {"speculation_corpus_tokens", "gauge", "Tokens of ended sequences kept on rank 0 for drafts to come from.",
+     "speculation", "corpus_tokens", [](const S& s) -> json { return s.speculation.corpus_tokens; }},
     {"responses_stored", "gauge", "Responses the Responses API holds for GET and previous_response_id.", "responses",
      "stored", [](const S& s) -> json { return s.store.count; }},
     {"responses_stored_bytes", "gauge", "Bytes of the stored responses (their JSON and token ids).", "responses",
@@ -116,7 +125,7 @@ MetricsSnapshot Metrics::snapshot() const {
   s.waiting = waiting_, s.running = running_, s.kv_held = kv_held_, s.kv_cached = kv_cached_, s.kv_total = kv_total_;
   {
     std::lock_guard<std::mutex> lock(m_);
-    s.cache = cache_, s.store = store_;
+    s.cache = cache_, s.speculation = speculation_, s.store = store_;
   }
   s.tokens_per_second = tokens_per_second();
   return s;

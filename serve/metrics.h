@@ -34,11 +34,19 @@ struct PromptCacheStats {
   int64_t disk_files = 0, disk_bytes = 0, disk_loaded = 0, disk_written = 0, disk_write_failures = 0;
 };
 
+// Speculative decoding on rank 0 (engine/sched/scheduler.h DraftStats): the
+// drafts checked, their tokens, those taken, and the ended sequences' tokens
+// kept to draft from (engine/sched/drafter.h DraftCorpus).
+struct SpeculationStats {
+  int64_t verifies = 0, drafted = 0, taken = 0, corpus_tokens = 0;
+};
+
 // Every figure at one moment.
 struct MetricsSnapshot {
   int64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0, steps = 0, step_tokens = 0;
   int waiting = 0, running = 0, kv_held = 0, kv_cached = 0, kv_total = 0;  // KV: full-attention blocks
   PromptCacheStats cache;
+  SpeculationStats speculation;
   ResponseStoreStats store;
   double tokens_per_second = 0;  // over the last 10 s
 };
@@ -76,6 +84,10 @@ class Metrics {
     std::lock_guard<std::mutex> lock(m_);
     cache_ = s;
   }
+  void set_speculation(const SpeculationStats& s) {
+    std::lock_guard<std::mutex> lock(m_);
+    speculation_ = s;
+  }
 
   // Generated tokens per second over the last `window` seconds.
   double tokens_per_second(double window = 10) const;
@@ -92,6 +104,7 @@ class Metrics {
   std::deque<Clock::time_point> recent_;  // generated tokens' times, last 60 s
   ResponseStoreStats store_;
   PromptCacheStats cache_;
+  SpeculationStats speculation_;
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, steps_{0}, step_tokens_{0};
   std::atomic<int> waiting_{0}, running_{0}, kv_held_{0}, kv_cached_{0}, kv_total_{0};
 };

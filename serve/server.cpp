@@ -192,6 +192,7 @@ Generator::Events Server::events() {
       std::lock_guard<std::mutex> lock(job->m);
       job->picks.push_back(p);
       if (job->generated++ == 0) job->first_token = Clock::now();
+      job->drafted_taken = gen_->scheduler().sequence(seq).taken;
     }
     job->cv.notify_all();
     metrics_.generated_token();
@@ -265,6 +266,9 @@ bool Server::between_steps(bool idle) {
                                              .disk_loaded = disk.loaded,
                                              .disk_written = disk.written,
                                              .disk_write_failures = disk.write_failures});
+  const Scheduler::DraftStats& d = s.draft_stats();
+  metrics_.set_speculation(SpeculationStats{
+      .verifies = d.verifies, .drafted = d.drafted, .taken = d.taken, .corpus_tokens = s.draft_corpus().size()});
   if (state_.stopping && live_.empty()) {
     std::lock_guard<std::mutex> lock(inbox_m_);
     if (inbox_.empty()) return false;

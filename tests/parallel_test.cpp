@@ -6,7 +6,7 @@
 // greedy tokens of each and its top-5 log-probabilities equal the prompt
 // run alone on one rank, to the bit (every split gives one rank's
 // arithmetic: split_test). Sampled, sequence i draws with seed + i, as a
-// run alone with that seed does.
+// run alone with that seed does. With speculation, the same as without.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -197,6 +197,38 @@ TEST(Parallel, SequenceIDrawsWithSeedPlusI) {
   // each) in one step of 8, then steps of 2.
   EXPECT_EQ(both["step_tokens"]["8"], 1);
   EXPECT_EQ(both["step_tokens"]["2"], 11);
+}
+
+// Speculation on every split: a prompt that runs again after it ended
+// drafts its text from the first run's (the others drafting what they can),
+// and every sequence gets the tokens, log-probabilities and draws of one
+// rank decoding without drafts.
+TEST(Parallel, SpeculationGivesPlainDecodingsTokensOnEverySplit) {
+  const testing::ScopedTempPath prompts("prompts.txt");
+  write_prompts(prompts.path, {kPrompts[1], kPrompts[3], kPrompts[1], kPrompts[1]});
+  for (const std::string sampling : {"--temp 0", "--temp 0.8 --top-k 40 --seed 3"}) {
+    SCOPED_TRACE(sampling);
+    const std::string run =
+        "--prompts-file " + prompts.path + " --parallel 2 --batch 16 -n 24 --top-logprobs 5 " + sampling;
+    const json plain = tpsrun(1, tps("", "tiny", run + " --speculate off"));
+    ASSERT_FALSE(plain.is_null());
+    for (const Config& c : std::vector<Config>{{1, "auto", "shm"},
+                                               {2, "tensor", "shm"},
+                                               {2, "experts", "shm"},
+                                               {2, "layers", "shm"},
+                                               {3, "layers", "shm"}}) {
+      SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.split + " split");
+      const json got = tpsrun(c.ranks, tps("", "tiny", run + " --speculate 8 --split " + c.split));
+      ASSERT_FALSE(got.is_null());
+      for (size_t i = 0; i < plain["sequences"].size(); ++i) {
+        EXPECT_EQ(got["sequences"][i]["generated_ids"], plain["sequences"][i]["generated_ids"]) << "sequence " << i;
+        EXPECT_EQ(got["sequences"][i]["logprobs"], plain["sequences"][i]["logprobs"]) << "sequence " << i;
+      }
+      if (sampling == "--temp 0") {
+        EXPECT_GT(got["speculation"]["taken_tokens"].get<int>(), 20) << got["speculation"];
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ SchedulerOptions options(int sequences, int budget, int full_blocks) {
 std::vector<BatchEntry> step(Scheduler& s, Batch& batch) {
   if (!s.next_step(batch)) return {};
   for (const BatchEntry& e : batch.entries) {
-    s.ran(e);
+    s.ran(e, e.count);
     if (e.logits) s.append(e.seq, e.seq + 1);
   }
   return batch.entries;

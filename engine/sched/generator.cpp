@@ -20,6 +20,7 @@ struct Generator::Plan {
   std::vector<Join> joins;
   std::vector<int32_t> leaves;
   std::vector<std::pair<int32_t, std::string>> constraints;
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> forced;
 
   std::vector<uint8_t> bytes() const {
     std::vector<uint8_t> out = fixed_bytes();
@@ -31,6 +32,12 @@ struct Generator::Plan {
     for (const auto& [seq, text] : constraints) {
       const uint64_t n = text.size();
       put(&seq, sizeof seq), put(&n, sizeof n), put(text.data(), n);
+    }
+    const uint64_t forcing = forced.size();
+    put(&forcing, sizeof forcing);
+    for (const auto& [seq, tokens] : forced) {
+      const uint64_t n = tokens.size();
+      put(&seq, sizeof seq), put(&n, sizeof n), put(tokens.data(), n * sizeof(int32_t));
     }
     return out;
   }
@@ -90,17 +97,20 @@ struct Generator::Plan {
       p.constraints.emplace_back(seq, std::string(reinterpret_cast<const char*>(in.data() + at), n));
       at += n;
     }
+    take(&count, sizeof count);
+    for (uint64_t i = 0; i < count; ++i) {
+      int32_t seq = 0;
+      uint64_t n = 0;
+      take(&seq, sizeof seq), take(&n, sizeof n);
+      if (n > (in.size() - at) / sizeof(int32_t)) throw Error("a step's plan arrived cut short");
+      std::vector<int32_t>& tokens = p.forced.emplace_back(seq, std::vector<int32_t>(n)).second;
+      take(tokens.data(), n * sizeof(int32_t));
+    }
     return p;
   }
 };
 
 namespace {
-
-// A token the last rank of a pipeline chose, as it sends it back.
-struct Chosen {
-  int32_t seq;
-  Pick pick;
-};
 
 // Blocks of one kind a pool holds at most: their positions must count in
 // an int.
@@ -121,6 +131,9 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig&
   s.window = static_cast<int>(c.sliding_window);
   s.stages = shard.mode == SplitMode::layers ? shard.ranks : 1;
   s.prefix_reuse = o.prefix_reuse;
+  if (o.draft_tokens < 0) throw InputError(cat("draft tokens ", o.draft_tokens, ": expected 0 or more"));
+  s.draft_tokens = o.draft_tokens, s.draft_by_cost = o.draft_by_cost;
+  s.draft_corpus_tokens = kDraftCorpusTokens;
   const int64_t sliding = sliding_blocks_needed(s);
   if (sliding > kMaxPoolBlocks)
     throw InputError(cat("--batch ", o.step_tokens, " with --parallel ", o.max_sequences,
@@ -151,6 +164,11 @@ uint64_t kv_pool_bytes(const SchedulerOptions& s, KvType type, const ModelConfig
 
 namespace {
 
+// A step's logits rows at most: every sequence's next token and its draft's.
+uint64_t logit_rows(const GeneratorOptions& o) {
+  return std::min<uint64_t>(o.step_tokens, uint64_t(o.max_sequences) * (1 + std::max(o.draft_tokens, 0)));
+}
+
 ForwardOptions forward_options(const GeneratorOptions& o) {
   return ForwardOptions{
       .step_tokens = o.step_tokens, .context = o.context, .yarn_truncate = o.yarn_truncate, .kernels = o.kernels};
@@ -159,7 +177,7 @@ ForwardOptions forward_options(const GeneratorOptions& o) {
 }  // namespace
 
 uint64_t generator_bytes(const GeneratorOptions& o, const ModelConfig& c, const Shard& shard) {
-  const uint64_t logits = static_cast<uint64_t>(o.max_sequences) * shard.share.vocab.size() * sizeof(float);
+  const uint64_t logits = logit_rows(o) * shard.share.vocab.size() * sizeof(float);
   const uint64_t tier = o.prefix_reuse ? o.cache_ram_bytes : 0;  // at its cap
   return kv_pool_bytes(scheduler_options(o, c, shard), o.kv_type, c, shard) +
          ForwardPass::buffer_bytes(c, shard, forward_options(o)) + logits + tier;
@@ -219,7 +237,7 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
   kv_ = KvPool(m.config, m.shard, o.kv_type, s.full_blocks, s.sliding_blocks);
   tier_ = RamTier(KvPool::block_bytes(m.config, m.shard, o.kv_type, false),
                   KvPool::block_bytes(m.config, m.shard, o.kv_type, true), s.tier_full_slots, s.tier_sliding_slots);
-  logits_.resize(static_cast<size_t>(o.max_sequences) * pass_.vocab_rows());
+  logits_.resize(logit_rows(o) * pass_.vocab_rows());
   if (!o.cache_dir.empty() && s.tier_full_slots > 0) {
     const Shard& sh = m.shard;
     const Clock::time_point t0 = Clock::now();
@@ -328,7 +346,9 @@ int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
     if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
   if (!params.constraint.empty()) constraint_cache_.get(params.constraint);  // refused here, not on a rank
-  const int seq = scheduler_.add(std::move(prompt), params.max_new_tokens);
+  // A constrained sequence drafts nothing: its mask for a row after a
+  // drafted token would need the constraint's state after that token.
+  const int seq = scheduler_.add(std::move(prompt), params.max_new_tokens, params.constraint.empty());
   params_[seq] = params;
   return seq;
 }
@@ -367,6 +387,7 @@ Generator::Plan Generator::make_plan(bool stop) {
     const SequenceParams& sp = params_.at(seq);
     p.joins.push_back(Join{seq, sp.top_logprobs, sp.max_new_tokens, sp.sampler});
     if (!sp.constraint.empty()) p.constraints.emplace_back(seq, sp.constraint);
+    if (!sp.forced.empty()) p.forced.emplace_back(seq, sp.forced);
   }
   return p;
 }
@@ -390,22 +411,41 @@ void Generator::apply(const Plan& p) {
   for (const auto& [seq, text] : p.constraints)  // each joins in the same plan
     constraints_.insert_or_assign(seq, SequenceConstraint(constraint_cache_.get(text), model_.tokenizer,
                                                           reasoning_budget(text), max_new_tokens.at(seq)));
-  for (int32_t seq : p.leaves) samplers_.erase(seq), alternatives_.erase(seq), constraints_.erase(seq);
+  for (const auto& [seq, tokens] : p.forced) forced_.insert_or_assign(seq, Forced{tokens});
+  for (int32_t seq : p.leaves)
+    samplers_.erase(seq), alternatives_.erase(seq), constraints_.erase(seq), forced_.erase(seq);
 }
 
-std::vector<Pick> Generator::choose(const Batch& batch) {
+// The rows of a draft (an entry that wants every row's logits) are drawn
+// as plain decoding would draw them one step at a time: row i with the
+// sequence's sampler as it would stand after i draws (a draw takes one
+// number from it, none when greedy). Rows are taken while each row's token
+// is the draft's next one; the sampler then stands where it would after
+// drawing the rows taken. So the tokens -- and with a seed, the draws --
+// are those of decoding without a draft.
+std::vector<Generator::Chosen> Generator::choose(const Batch& batch) {
   const int64_t width = pass_.vocab_rows();
   std::vector<int32_t> seqs;
   std::vector<Draw> draws;
-  for (const BatchEntry& e : batch.entries)
-    if (e.logits > 0) {
+  std::vector<Sampler> drafted;  // a draft's rows' samplers
+  drafted.reserve(batch.logit_rows());
+  for (const BatchEntry& e : batch.entries) {
+    Sampler& own = samplers_.at(e.seq);
+    for (int i = 0; i < e.logits; ++i) {
+      Sampler* sampler = &own;
+      if (e.logits > 1) {
+        sampler = &drafted.emplace_back(i == 0 ? own : drafted.back());
+        if (i > 0 && sampler->params().temperature > 0) sampler->uniform();
+      }
       seqs.push_back(e.seq);
-      draws.push_back(Draw{&samplers_.at(e.seq), std::min(alternatives_.at(e.seq), kMaxTopLogprobs)});
+      draws.push_back(Draw{sampler, std::min(alternatives_.at(e.seq), kMaxTopLogprobs)});
     }
+  }
   // A constraint that gives up (its work for a token past the matcher's
   // limit) ends its sequence without a token; its row is still drawn from,
   // unmasked, so that every rank takes part in the same draws. Work is
   // counted, not timed: every sampling rank gives up at the same token.
+  // (A constrained sequence brings no draft: its entry has one row.)
   std::vector<uint8_t> gave_up(seqs.size(), 0);
   auto give_up = [&](size_t i, const GrammarTooCostly& e) {
     gave_up[i] = 1;
@@ -424,43 +464,83 @@ std::vector<Pick> Generator::choose(const Batch& batch) {
   const std::span<const float> rows(logits_.data(), seqs.size() * width);
   std::vector<Pick> picks =
       pick(shard_rows(model_.shard, model_.config.n_vocab, rows, width, exchange_, alone_), draws);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    auto c = constraints_.find(seqs[i]);
-    try {
-      if (!gave_up[i] && c != constraints_.end() && !c->second.accept(picks[i].id))
-        throw Error(cat("sequence ", seqs[i], ": its constraint refused the token it allowed (", picks[i].id, ")"));
-    } catch (const GrammarTooCostly& e) {
-      give_up(i, e);
+  std::vector<Chosen> chosen;
+  size_t i = 0;
+  for (size_t d = 0; const BatchEntry& e : batch.entries) {
+    const size_t first = i, first_drafted = d, before = chosen.size();
+    if (e.logits > 1) d += e.logits;
+    auto forced = forced_.find(e.seq);
+    for (int row = 0; row < e.logits; ++row, ++i) {
+      auto c = constraints_.find(seqs[i]);
+      try {
+        if (!gave_up[i] && c != constraints_.end() && !c->second.accept(picks[i].id))
+          throw Error(cat("sequence ", seqs[i], ": its constraint refused the token it allowed (", picks[i].id, ")"));
+      } catch (const GrammarTooCostly& e) {
+        give_up(i, e);
+      }
+      if (gave_up[i]) picks[i] = Pick{};
+      if (forced != forced_.end() && forced->second.next + row < forced->second.tokens.size())
+        picks[i].id = forced->second.tokens[forced->second.next + row];
+      chosen.push_back(Chosen{e.seq, picks[i]});
+      if (e.logits > 1 && (row + 1 == e.logits || picks[i].id != batch.tokens[e.first + row + 1])) {
+        samplers_.at(e.seq) = drafted[first_drafted + row];  // this row's, after its draw
+        i = first + e.logits;
+        break;
+      }
     }
-    if (gave_up[i]) picks[i] = Pick{};
+    if (forced != forced_.end()) forced->second.next += chosen.size() - before;
   }
-  return picks;
+  return chosen;
 }
 
-void Generator::complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events) {
-  for (const BatchEntry& e : batch.entries) scheduler_.ran(e);
+// The chosen tokens join their sequences (a sequence that ends at one takes
+// none after it) and every entry's computed positions are counted before
+// any caller hears of them, so that one that cancels another sequence finds
+// it out of flight.
+void Generator::complete(const Batch& batch, const std::vector<Chosen>& chosen, const Events& events) {
+  struct Taken {
+    size_t first = 0, count = 0;
+    SequenceEnd end = SequenceEnd::none;
+  };
+  std::vector<Taken> taken;
   size_t r = 0;
   for (const BatchEntry& e : batch.entries) {
+    Taken t{r};
+    for (; r < chosen.size() && chosen[r].seq == e.seq; ++r) {
+      if (t.end != SequenceEnd::none) continue;
+      const Pick& p = chosen[r].pick;
+      if (p.id >= 0) scheduler_.append(e.seq, p.id);
+      ++t.count;
+      const int computed = e.pos + (e.logits > 1 ? static_cast<int>(t.count) : e.count);
+      t.end = p.id < 0 ? SequenceEnd::constraint : end_of(e.seq, p.id, computed);
+    }
+    scheduler_.ran(e, e.logits > 1 ? static_cast<int>(t.count) : e.count);
+    if (e.logits > 0) taken.push_back(t);
+  }
+  size_t k = 0;
+  for (const BatchEntry& e : batch.entries) {
     if (e.logits == 0) continue;
-    const Pick& p = picks.at(r++);
-    if (p.id >= 0) scheduler_.append(e.seq, p.id);
-    const SequenceEnd end = p.id < 0 ? SequenceEnd::constraint : end_of(e.seq, p.id);
-    const bool go_on = events.token(e.seq, p, end);
-    if (end != SequenceEnd::none || !go_on) {
-      scheduler_.finish(e.seq);
-      params_.erase(e.seq), told_.erase(e.seq);
-      leaving_.push_back(e.seq);
+    const Taken& t = taken[k++];
+    for (size_t i = 0; i < t.count; ++i) {
+      const SequenceEnd end = i + 1 == t.count ? t.end : SequenceEnd::none;
+      if (!events.token(e.seq, chosen[t.first + i].pick, end) || end != SequenceEnd::none) {
+        scheduler_.finish(e.seq);
+        params_.erase(e.seq), told_.erase(e.seq);
+        leaving_.push_back(e.seq);
+        break;
+      }
     }
   }
 }
 
-// Why a sequence ends with the token just appended: the one place that
-// decides it, so a front end cannot run a sequence past its promised blocks.
-SequenceEnd Generator::end_of(int seq, int32_t token) const {
+// Why a sequence ends with the token just appended, `computed` positions in
+// the pool: the one place that decides it, so a front end cannot run a
+// sequence past its promised blocks.
+SequenceEnd Generator::end_of(int seq, int32_t token, int computed) const {
   const SequenceParams& p = params_.at(seq);
   const Scheduler::Sequence& s = scheduler_.sequence(seq);
   return sequence_end(token, p.stop_tokens, static_cast<int>(s.tokens.size()) - s.prompt, p.max_new_tokens,
-                      scheduler_.context_full(seq));
+                      computed >= scheduler_.options().context);
 }
 
 void Generator::run_together(const Events& events) {
@@ -494,10 +574,10 @@ void Generator::run_together(const Events& events) {
     pass_.run(batch, kv_, logits_.data());
     const double forward = seconds_since(t0);
     t0 = Clock::now();
-    const std::vector<Pick> picks = choose(batch);
+    const std::vector<Chosen> chosen = choose(batch);
     stats_.sampling_seconds += seconds_since(t0);
     count_step(batch, forward);
-    if (root) complete(batch, picks, events);
+    if (root) complete(batch, chosen, events);
   }
 }
 
@@ -521,7 +601,7 @@ void Generator::run_pipeline_first(const Events& events) {
       send_bytes(exchange_, make_plan(false).bytes(), next);
       InFlight f;
       f.batch = batch_;
-      f.chosen.resize(f.batch.entries.size());
+      f.chosen.resize(f.batch.logit_rows());
       // Posted before this rank sends the step's hidden state on, so the
       // last rank never waits for it to listen.
       f.handle = exchange_.post_recv(f.chosen.data(), f.chosen.size() * sizeof(Chosen), last);
@@ -540,17 +620,14 @@ void Generator::run_pipeline_first(const Events& events) {
       continue;
     }
     InFlight& f = in_flight.front();
-    const size_t got = exchange_.wait_recv(f.handle) / sizeof(Chosen);
-    std::vector<Pick> picks;
-    for (size_t i = 0; i < got; ++i) picks.push_back(f.chosen[i].pick);
-    complete(f.batch, picks, events);
+    f.chosen.resize(exchange_.wait_recv(f.handle) / sizeof(Chosen));
+    complete(f.batch, f.chosen, events);
     in_flight.pop_front();
   }
 }
 
 void Generator::run_pipeline_stage() {
   const int me = model_.shard.rank, last = model_.shard.ranks - 1;
-  std::vector<Chosen> chosen;
   for (;;) {
     const std::vector<uint8_t> bytes = recv_bytes(exchange_, me - 1);
     if (me != last) send_bytes(exchange_, bytes, me + 1);
@@ -566,14 +643,26 @@ void Generator::run_pipeline_stage() {
       continue;
     }
     t0 = Clock::now();
-    const std::vector<Pick> picks = choose(plan.batch);
-    chosen.clear();
-    for (const BatchEntry& e : plan.batch.entries)
-      if (e.logits > 0) chosen.push_back(Chosen{e.seq, picks[chosen.size()]});
+    const std::vector<Chosen> chosen = choose(plan.batch);
     stats_.sampling_seconds += seconds_since(t0);
     count_step(plan.batch, forward);
     exchange_.send(chosen.data(), chosen.size() * sizeof(Chosen), 0);
   }
+}
+
+void Generator::StepCostFit::add(double tokens, double seconds) {
+  constexpr double kKeep = 0.99;  // a step's weight after each later one: the last few hundred count
+  w = kKeep * w + 1, n = kKeep * n + tokens, t = kKeep * t + seconds;
+  nn = kKeep * nn + tokens * tokens, nt = kKeep * nt + tokens * seconds;
+}
+
+// Only once steps of several sizes were seen, and for a line that makes sense.
+bool Generator::StepCostFit::line(double& fixed, double& per_token) const {
+  const double spread = w * nn - n * n;
+  if (w < 2 || spread <= 1e-6 * w * w) return false;
+  per_token = (w * nt - n * t) / spread;
+  fixed = (t - per_token * n) / w;
+  return per_token > 0 && fixed > 0;
 }
 
 void Generator::count_step(const Batch& batch, double forward_seconds) {
@@ -581,8 +670,15 @@ void Generator::count_step(const Batch& batch, double forward_seconds) {
   ++stats_.steps, stats_.tokens += batch.token_count(), ++stats_.step_tokens[batch.token_count()];
   const double exchanged = exchange_.stats().seconds;
   const uint64_t exchanged_bytes = exchange_.stats().bytes;
-  if (batch.token_count() == static_cast<int>(batch.entries.size())) {
+  if (std::all_of(batch.entries.begin(), batch.entries.end(),
+                  [](const BatchEntry& e) { return e.logits == e.count; })) {
     ++stats_.decode_steps, stats_.decode_tokens += batch.token_count();
+    Stats::StepCost& cost = stats_.decode_cost[batch.token_count()];
+    const double seconds = forward_seconds + stats_.sampling_seconds - counted_sampling_;
+    ++cost.steps, cost.seconds += seconds;
+    step_cost_.add(batch.token_count(), seconds);
+    double fixed = 0, per_token = 0;
+    if (exchange_.rank() == 0 && step_cost_.line(fixed, per_token)) scheduler_.set_step_cost(fixed, per_token);
     stats_.decode += pass_.timings() - counted_;
     stats_.decode_sampling_seconds += stats_.sampling_seconds - counted_sampling_;
     stats_.decode_exchange_seconds += exchanged - counted_exchange_;

@@ -34,6 +34,13 @@
 
 namespace tps {
 
+// The most drafted tokens a sequence checks a step with speculation on
+// (--speculate auto); the drafter's own length adapts below it.
+constexpr int kAutoDraftTokens = 16;
+// The ended sequences' tokens rank 0 keeps for drafts to come from
+// (DraftCorpus: about 44 bytes a token, so 11 MiB).
+constexpr int64_t kDraftCorpusTokens = 1 << 18;
+
 struct GeneratorOptions {
   int max_sequences = 1;  // running at once
   int step_tokens = 512;  // per step
@@ -44,6 +51,8 @@ struct GeneratorOptions {
   uint64_t cache_ram_bytes = 0;     // the prompt cache's RAM tier on each rank (--cache-ram; 0: none)
   std::string cache_dir;            // its disk tier (--cache-dir; "": none), within cache_ram_bytes per rank
   KvType kv_type = kDefaultKvType;  // the KV pool's keys and values (kernels/kv_format.h)
+  int draft_tokens = 0;             // speculation: the most drafted tokens a sequence checks a step (0: none) ...
+  bool draft_by_cost = false;       // ... as many as pay by the measured step cost (else every proposal)
   bool yarn_truncate = false;
   const KernelSet* kernels = nullptr;
 };
@@ -75,6 +84,10 @@ struct SequenceParams {
   int top_logprobs = 0;      // alternatives each Pick reports
   std::string constraint;    // a grammar its output is held to (constraint.h); empty: none
   std::vector<int32_t> stop_tokens{kStopTokens.begin(), kStopTokens.end()};  // the model's end of turn
+  // Teacher forcing (tpsrun replay): these are the tokens chosen, in order,
+  // whatever the logits say -- decoded step by step, or drafted and checked,
+  // as generation would. Empty: none.
+  std::vector<int32_t> forced;
 };
 
 class Generator {
@@ -114,10 +127,19 @@ class Generator {
     int64_t steps = 0, tokens = 0;
     std::map<int, int64_t> step_tokens;  // steps by their token count
     double forward_seconds = 0, sampling_seconds = 0;
-    // Decode steps -- those whose every sequence brings one token -- apart:
-    // where a step's time goes once no prompt is being read.
+    // Decode steps -- those whose every sequence brings its next token (and
+    // its draft, if any) -- apart: where a step's time goes once no prompt
+    // is being read.
     int64_t decode_steps = 0, decode_tokens = 0;
     StepTimings decode;
+    // Decode steps by their token count (a sequence's next token and its
+    // draft): how many, and their forward and sampling seconds -- what a
+    // verify of k drafted tokens costs against a plain decode step.
+    struct StepCost {
+      int64_t steps = 0;
+      double seconds = 0;
+    };
+    std::map<int, StepCost> decode_cost;
     double decode_sampling_seconds = 0, decode_exchange_seconds = 0;
     uint64_t decode_exchange_bytes = 0;  // this rank contributed
   };
@@ -146,12 +168,18 @@ class Generator {
   void copy_blocks(const std::vector<BlockCopy>& copies);
   Plan make_plan(bool stop);
   void tell_waiting(const Events& events);
-  void complete(const Batch& batch, const std::vector<Pick>& picks, const Events& events);
-  SequenceEnd end_of(int seq, int32_t token) const;
+  // A token chosen for a sequence (as a pipeline's last rank sends it back).
+  struct Chosen {
+    int32_t seq;
+    Pick pick;
+  };
+  void complete(const Batch& batch, const std::vector<Chosen>& chosen, const Events& events);
+  SequenceEnd end_of(int seq, int32_t token, int computed) const;
   // The sampling ranks' picks of the next tokens of a batch's entries that
   // have logits, from their rows (masked first where a sequence is
-  // constrained), all chosen together: one exchange per round, not per entry.
-  std::vector<Pick> choose(const Batch& batch);
+  // constrained), all chosen together: one exchange per round, not per
+  // entry. A draft's rows give the tokens it got right and the one after.
+  std::vector<Chosen> choose(const Batch& batch);
   void count_step(const Batch& batch, double forward_seconds);
 
   const Model& model_;
@@ -170,9 +198,23 @@ class Generator {
   std::map<int, SequenceConstraint> constraints_;  // by sequence, where samplers are
   std::vector<int> leaving_;                       // rank 0: finished since the last plan
   std::map<int, std::string> told_;                // rank 0: the wait reason last told per sequence
-  std::vector<float> logits_;                      // [max_sequences][the rank's vocabulary rows]
+  struct Forced {
+    std::vector<int32_t> tokens;
+    size_t next = 0;
+  };
+  std::map<int, Forced> forced_;  // by sequence, where samplers are
+  std::vector<float> logits_;     // [max_sequences][the rank's vocabulary rows]
   Batch batch_;
   Stats stats_;
+  // A least-squares line through the decode steps' (tokens, seconds), each
+  // step's weight decaying: what a step costs per token (rank 0's scheduler
+  // sizes drafts by it).
+  struct StepCostFit {
+    double w = 0, n = 0, t = 0, nn = 0, nt = 0;
+    void add(double tokens, double seconds);
+    bool line(double& fixed, double& per_token) const;
+  };
+  StepCostFit step_cost_;
   // At the end of the last step counted: what the next step adds is its own.
   StepTimings counted_;
   double counted_sampling_ = 0, counted_exchange_ = 0;

@@ -35,13 +35,14 @@ Scheduler::Scheduler(const SchedulerOptions& o)
     : opt_(o),
       blocks_(o.full_blocks, o.sliding_blocks, 0, static_cast<int>(std::min<int64_t>(kept_blocks(o), INT_MAX))),
       tier_(o.tier_full_slots, o.tier_sliding_slots),
+      corpus_(o.draft_tokens > 0 ? o.draft_corpus_tokens : 0),
       window_blocks_(window_blocks(o.window)) {
   if (!blocks_.promise(BlockKind::sliding, headroom_blocks(o)))
     throw InputError(cat("the KV pool's ", o.sliding_blocks, " sliding-window blocks are fewer than the ",
                          sliding_blocks_needed(o), " that ", o.max_sequences, " sequences need"));
 }
 
-int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens) {
+int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens, bool drafts) {
   if (prompt.empty()) throw InputError("the prompt is empty");
   if (static_cast<int>(prompt.size()) > opt_.context)
     throw InputError(
@@ -57,6 +58,7 @@ int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens) {
   s.prompt = static_cast<int>(prompt.size());
   s.tokens = std::move(prompt);
   s.max_new_tokens = max_new_tokens;
+  s.drafts = drafts && opt_.draft_tokens > 0;
   seqs_.emplace(s.id, std::move(s));
   waiting_.push_back(next_id_ - 1);
   return next_id_ - 1;
@@ -78,15 +80,24 @@ bool Scheduler::next_step(Batch& batch) {
   int prompts = static_cast<int>(waiting_.size());
   for (int id : running_) prompts += remaining(seqs_.at(id)) > 1;
   const int chunk = prompts > 1 ? std::max(1, opt_.step_tokens / 2) : opt_.step_tokens;
-  // Every running sequence's next token, then prompts in chunks.
+  // Every running sequence's next token (with its draft, from what the
+  // budget has left beyond the others' next tokens), then prompts in chunks.
+  int decoding = 0;
+  for (int id : running_) decoding += !seqs_.at(id).in_flight && remaining(seqs_.at(id)) == 1;
+  // A drafted token's cost against the tokens a step of the decoding
+  // sequences gives: per token / (the step's time / its tokens).
+  const double token_cost =
+      step_per_token_ * std::max(decoding, 1) / std::max(step_fixed_ + step_per_token_ * std::max(decoding, 1), 1e-12);
   for (int pass = 0; pass < 2; ++pass)
     for (int id : running_) {
       Sequence& s = seqs_.at(id);
       const int r = remaining(s);
       if (s.in_flight || r == 0 || (pass == 0) != (r == 1) || budget == 0 || taken == cap) continue;
       const int count = std::min({r, budget, pass == 0 ? 1 : chunk});
-      schedule(s, count, batch);
-      budget -= count, ++taken;
+      const int most_drafted = pass == 0 && s.drafts ? std::min(opt_.draft_tokens, budget - decoding) : 0;
+      decoding -= pass == 0;
+      schedule(s, count, batch, most_drafted, token_cost);
+      budget -= batch.entries.back().count, ++taken;
     }
   while (!waiting_.empty() && running() < opt_.max_sequences && budget > 0 && taken < cap) {
     Sequence& s = seqs_.at(waiting_.front());
@@ -218,12 +229,21 @@ int Scheduler::allocate(BlockKind k) {
   return id;
 }
 
-void Scheduler::schedule(Sequence& s, int count, Batch& batch) {
-  take_full(s, s.computed + count);
-  take_sliding(s, s.computed, count);
+void Scheduler::schedule(Sequence& s, int count, Batch& batch, int most_drafted, double token_cost) {
+  step_tokens_.assign(s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + count);
+  if (most_drafted > 0) {
+    // Within the positions promised to it: those its length may reach.
+    const int room = std::min(s.prompt + s.max_new_tokens, opt_.context) - static_cast<int>(s.tokens.size());
+    const Proposal p = s.drafter.propose(s.tokens, std::min(most_drafted, room), &corpus_);
+    const int proposed = static_cast<int>(p.tokens.size());
+    const int k = opt_.draft_by_cost ? draft_length(s.drafter.chance(p.matched), token_cost, proposed) : proposed;
+    step_tokens_.insert(step_tokens_.end(), p.tokens.begin(), p.tokens.begin() + k);
+  }
+  const int n = static_cast<int>(step_tokens_.size());
+  take_full(s, s.computed + n);
+  take_sliding(s, s.computed, n);
   const bool last = s.computed + count == static_cast<int>(s.tokens.size());
-  batch.add(s.id, s.computed, std::span<const int32_t>(s.tokens).subspan(s.computed, count), last ? 1 : 0, s.full,
-            s.sliding, s.sliding_block0);
+  batch.add(s.id, s.computed, step_tokens_, n > count ? n : last ? 1 : 0, s.full, s.sliding, s.sliding_block0);
   s.in_flight = true;
 }
 
@@ -258,18 +278,29 @@ void Scheduler::drop_sliding_before(Sequence& s, int block) {
     blocks_.release(BlockKind::sliding, s.sliding.front());
     s.sliding.erase(s.sliding.begin());
     ++s.sliding_block0;
-    blocks_.promise(BlockKind::sliding, 1);  // back to the headroom or to its own promise
-    if (s.headroom > 0)
-      --s.headroom;
-    else
-      ++s.sliding_promised;
+    give_back_sliding(s);
   }
 }
 
-void Scheduler::ran(const BatchEntry& e) {
+// A sliding block the sequence released goes back to the headroom or to its
+// own promise.
+void Scheduler::give_back_sliding(Sequence& s) {
+  blocks_.promise(BlockKind::sliding, 1);
+  if (s.headroom > 0)
+    --s.headroom;
+  else
+    ++s.sliding_promised;
+}
+
+void Scheduler::ran(const BatchEntry& e, int positions) {
   Sequence& s = seqs_.at(e.seq);
-  s.computed = e.pos + e.count;
+  s.computed = e.pos + positions;
   s.in_flight = false;
+  if (e.logits > 1) {  // a draft: its tokens after the first
+    s.drafter.verified(e.count - 1, positions - 1);
+    ++draft_stats_.verifies, draft_stats_.drafted += e.count - 1, draft_stats_.taken += positions - 1;
+    s.drafted += e.count - 1, s.taken += positions - 1;
+  }
   // Whole blocks just computed join the prefix cache.
   while (opt_.prefix_reuse && static_cast<int>(s.keys.size() + 1) * kKvBlock <= s.computed) {
     const int b = static_cast<int>(s.keys.size());
@@ -296,6 +327,13 @@ void Scheduler::ran(const BatchEntry& e) {
       if (const int id = blocks_.find(BlockKind::sliding, s.keys[b]); id >= 0) blocks_.keep(BlockKind::sliding, id);
   }
   drop_sliding_before(s, first_visible(s.computed, opt_.window, true) / kKvBlock);
+  // Sliding blocks only a draft's untaken tokens reached go back (they hold
+  // nothing of the sequence's yet); full ones stay, promised to it anyway.
+  while (!s.sliding.empty() && s.sliding_block0 + static_cast<int>(s.sliding.size()) > blocks_for(s.computed + 1)) {
+    blocks_.release(BlockKind::sliding, s.sliding.back());
+    s.sliding.pop_back();
+    give_back_sliding(s);
+  }
 }
 
 void Scheduler::append(int seq, int32_t token) { seqs_.at(seq).tokens.push_back(token); }
@@ -322,6 +360,7 @@ void Scheduler::let_go(Sequence& s) {
 void Scheduler::finish(int seq) {
   Sequence& s = seqs_.at(seq);
   if (s.admitted) {
+    if (s.drafts) corpus_.add(s.tokens);
     let_go(s);
     running_.erase(std::find(running_.begin(), running_.end(), seq));
   } else {

@@ -22,6 +22,14 @@
 // message -- an agent's drops the turn before's reasoning -- reuses up to
 // there.
 //
+// With speculation (draft_tokens > 0), a decoding sequence's next token
+// comes with a draft of the tokens that may follow it (engine/sched/
+// drafter.h), logits wanted for each; the generator keeps the drafted
+// tokens the model would have chosen itself, and ran() rolls the sequence
+// back past the first it did not: those positions' keys and values are
+// written again by the steps that compute them for real, and the sliding
+// blocks only they reached go back.
+//
 // With a RAM tier (engine/sched/tier_index.h), a cached block the pool is
 // about to reuse is saved to it first, and a prefix block the pool lacks
 // but the tier has is allocated and copied back: the step carries those
@@ -35,6 +43,7 @@
 #include <vector>
 
 #include "engine/sched/block_manager.h"
+#include "engine/sched/drafter.h"
 #include "engine/sched/tier_index.h"
 #include "engine/step/batch.h"
 
@@ -51,7 +60,10 @@ struct SchedulerOptions {
   bool prefix_reuse = true;
   int tier_full_slots = 0;  // the RAM tier of the prompt cache (0: none)
   int tier_sliding_slots = 0;
-  int32_t boundary_token = -1;  // the token a message begins with (harmony's <|start|>; -1: none)
+  int32_t boundary_token = -1;      // the token a message begins with (harmony's <|start|>; -1: none)
+  int draft_tokens = 0;             // the most drafted tokens a decoding sequence brings to a step (0: none)
+  int64_t draft_corpus_tokens = 0;  // the texts of ended sequences drafts may come from (DraftCorpus)
+  bool draft_by_cost = false;       // draft what pays (draft_length), else every proposal whole
 };
 
 // The sliding blocks a pool needs for the options' sequences: a window's
@@ -81,21 +93,28 @@ class Scheduler {
     std::vector<uint64_t> keys;                   // prefix key of each computed whole block
     int full_promised = 0, sliding_promised = 0;  // promised and not yet drawn
     int headroom = 0;                             // sliding blocks drawn from the shared headroom
+    bool drafts = false;                          // whether its decoding is speculative
+    Drafter drafter;
+    int drafted = 0, taken = 0;  // drafted tokens checked, and those taken (its own DraftStats)
   };
 
   explicit Scheduler(const SchedulerOptions& options);
 
   // A new sequence; it waits for a place. Throws InputError when it could
   // never run: an empty prompt, a prompt longer than the context, more KV
-  // blocks than the pool has.
-  int add(std::vector<int32_t> prompt, int max_new_tokens);
+  // blocks than the pool has. drafts: its decoding may be speculative (with
+  // draft_tokens > 0).
+  int add(std::vector<int32_t> prompt, int max_new_tokens, bool drafts = false);
 
   // Builds the next step from the sequences not in flight (see above), marks
   // them in flight, and takes their blocks. False when nothing can run.
   // Entry i of the batch is sequence batch.entries[i].seq.
   bool next_step(Batch& batch);
-  // The step's entry ran: its positions are in the pool.
-  void ran(const BatchEntry& entry);
+  // The step's entry ran: the keys and values of its first `positions`
+  // positions are the sequence's (all of them, but for a draft: its next
+  // token's and those of the drafted tokens taken, whose tokens append()
+  // has added first).
+  void ran(const BatchEntry& entry, int positions);
   // The token chosen after an entry with logits.
   void append(int seq, int32_t token);
   // Ends a sequence (running or waiting) and lets its blocks go.
@@ -122,6 +141,18 @@ class Scheduler {
     int64_t saved = 0, restored = 0, misses = 0, hits = 0;  // hits: admitted prompts with a restored block
   };
   const TierStats& tier_stats() const { return tier_stats_; }
+  // Speculation: steps of a sequence that brought a draft, the tokens
+  // drafted and those taken.
+  struct DraftStats {
+    int64_t verifies = 0, drafted = 0, taken = 0;
+  };
+  const DraftStats& draft_stats() const { return draft_stats_; }
+  // A step's time as fixed + per_token x its tokens (any unit): what a
+  // drafted token costs against the tokens a step gives (draft_length).
+  // Until the generator has measured it: a drafted token costs half a decode
+  // step alone (20b-4l, 2 threads, AVX-512 Zen 5).
+  void set_step_cost(double fixed, double per_token) { step_fixed_ = fixed, step_per_token_ = per_token; }
+  const DraftCorpus& draft_corpus() const { return corpus_; }
   const SchedulerOptions& options() const { return opt_; }
 
  private:
@@ -139,18 +170,23 @@ class Scheduler {
   Reuse reuse_prefix(Sequence& s);
   void restore(Sequence& s, const std::vector<Restore>& restores);
   int allocate(BlockKind k);
-  void schedule(Sequence& s, int count, Batch& batch);
+  void schedule(Sequence& s, int count, Batch& batch, int most_drafted = 0, double token_cost = 0);
   void take_full(Sequence& s, int positions);
   void take_sliding(Sequence& s, int first_position, int positions);
   void drop_sliding_before(Sequence& s, int block);
+  void give_back_sliding(Sequence& s);
   void let_go(Sequence& s);
 
   SchedulerOptions opt_;
   BlockManager blocks_;
   TierIndex tier_;
   TierStats tier_stats_;
-  std::vector<BlockCopy> copies_;  // of the step being built
-  int window_blocks_;              // sliding blocks a sequence holds between steps, at most
+  DraftStats draft_stats_;
+  DraftCorpus corpus_;
+  double step_fixed_ = 1, step_per_token_ = 1;
+  std::vector<int32_t> step_tokens_;  // an entry's tokens with its draft
+  std::vector<BlockCopy> copies_;     // of the step being built
+  int window_blocks_;                 // sliding blocks a sequence holds between steps, at most
   std::map<int, Sequence> seqs_;
   std::vector<int> running_;  // admission order
   std::deque<int> waiting_;   // arrival order

@@ -21,6 +21,7 @@ std::string Job::describe(Clock::time_point since) {
   const std::string end = !error.empty() ? cat("failed ", status) : done ? finish : "client left";
   return cat(
       " (", end, "): prompt ", prompt.size(), " tokens (", reused, " cached), ", generated, " generated",
+      drafted_taken > 0 ? cat(" (", drafted_taken, " drafted)") : std::string(),
       generated > 0 ? ", first token " + seconds_text(std::chrono::duration<double>(first_token - since).count()) : "");
 }
 

@@ -54,7 +54,8 @@ struct Job {
   int status = 200;    // the engine's refusal, with error
   std::string error;
   int reused = 0;
-  int generated = 0;  // tokens, and when the first came (the request log's)
+  int generated = 0;      // tokens, and when the first came (the request log's)
+  int drafted_taken = 0;  // of those, drafted ones taken (--speculate)
   Clock::time_point first_token{};
   // HTTP thread -> engine loop.
   std::atomic<bool> cancelled{false};
@@ -73,7 +74,8 @@ struct Job {
     cv.notify_all();
   }
   // For the request log (serve/http/request_log.h): " (stop): prompt P
-  // tokens (C cached), G generated, first token T s" (T since `since`).
+  // tokens (C cached), G generated (D drafted), first token T s" (T since
+  // `since`; "(D drafted)" when speculation took some).
   std::string describe(Clock::time_point since);
   // Waits for tokens or the end, up to `seconds`; takes what came.
   std::deque<Pick> take(double seconds, bool& finished) {
