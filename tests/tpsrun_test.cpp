@@ -386,5 +386,58 @@ TEST(Tpsrun, SweepMeasuresEachDepth) {
   EXPECT_NE(small.err.find("--ctx 64: a sweep needs room"), std::string::npos) << small.err;
 }
 
+// tpsrun replay: a transcript's assistant turns decoded as forced tokens.
+// Without drafts a token a step; with them every drafted token taken is a
+// step saved (a turn that repeats the tool's output drafts from it), the
+// same tokens decoded either way.
+TEST(Tpsrun, ReplayDecodesATranscriptsTurns) {
+  const std::string file = "def area(width, height):\n    return width * height\n\nprint(area(3, 4))\n";
+  const nlohmann::json body = {
+      {"model", "gpt-oss-20b"},
+      {"tools",
+       {{{"type", "function"},
+         {"function",
+          {{"name", "read_file"},
+           {"parameters",
+            {{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}}}, {"required", {"path"}}}}}}}}},
+      {"messages",
+       {{{"role", "user"}, {"content", "What does geometry.py print?"}},
+        {{"role", "assistant"},
+         {"content", ""},
+         {"tool_calls",
+          {{{"id", "c1"},
+            {"type", "function"},
+            {"function", {{"name", "read_file"}, {"arguments", "{\"path\": \"geometry.py\"}"}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", file}},
+        {{"role", "assistant"}, {"content", "It defines\n\n" + file + "\nand prints 12."}}}}};
+  const testing::ScopedTempPath transcript("transcript.json");
+  std::ofstream(transcript.path) << body.dump();
+  auto off = run_tool(tpsrun("replay --transcript " + transcript.path + " --speculate off --json"));
+  auto on = run_tool(tpsrun("replay --transcript " + transcript.path + " --speculate 8 --json"));
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  const auto a = nlohmann::json::parse(off.out), b = nlohmann::json::parse(on.out);
+  EXPECT_EQ(a["turns"], 2);
+  EXPECT_GT(a["decode_tokens"].get<int>(), 40);
+  EXPECT_EQ(a["decode_steps"], a["decode_tokens"]);
+  EXPECT_EQ(a["taken_tokens"], 0);
+  EXPECT_EQ(b["decode_tokens"], a["decode_tokens"]);
+  EXPECT_GT(b["taken_tokens"].get<int>(), 10) << b.dump();
+  EXPECT_EQ(b["decode_steps"].get<int>() + b["taken_tokens"].get<int>(), b["decode_tokens"].get<int>()) << b.dump();
+  EXPECT_FALSE(b["verify_cost"].empty());
+  // Bad transcripts: one line naming the file and what is wrong.
+  for (const auto& [text, says] : std::vector<std::pair<std::string, std::string>>{
+           {"not json", "not a Chat Completions request body"},
+           {R"({"messages": "hi"})", "'messages'"},
+           {R"({"messages": [{"role": "user", "content": "hi"}]})", "no assistant turn to replay"}}) {
+    std::ofstream(transcript.path) << text;
+    auto r = run_tool(tpsrun("-q replay --transcript " + transcript.path));
+    EXPECT_EQ(r.exit_code, 2) << text;
+    EXPECT_NE(r.err.find(transcript.path + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace tps
