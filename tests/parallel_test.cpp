@@ -202,11 +202,15 @@ TEST(Parallel, SequenceIDrawsWithSeedPlusI) {
 // Speculation on every split: a prompt that runs again after it ended
 // drafts its text from the first run's (the others drafting what they can),
 // and every sequence gets the tokens, log-probabilities and draws of one
-// rank decoding without drafts.
+// rank decoding without drafts -- free, sampled, and held to a schema.
 TEST(Parallel, SpeculationGivesPlainDecodingsTokensOnEverySplit) {
   const testing::ScopedTempPath prompts("prompts.txt");
   write_prompts(prompts.path, {kPrompts[1], kPrompts[3], kPrompts[1], kPrompts[1]});
-  for (const std::string sampling : {"--temp 0", "--temp 0.8 --top-k 40 --seed 3"}) {
+  const testing::ScopedTempPath schema("schema.json");
+  std::ofstream(schema.path) << R"({"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}},)"
+                                R"("required":["name","n"]})";
+  for (const std::string& sampling : {std::string("--temp 0"), std::string("--temp 0.8 --top-k 40 --seed 3"),
+                                      "--temp 0 --json-schema " + schema.path}) {
     SCOPED_TRACE(sampling);
     const std::string run =
         "--prompts-file " + prompts.path + " --parallel 2 --batch 16 -n 24 --top-logprobs 5 " + sampling;
@@ -224,7 +228,7 @@ TEST(Parallel, SpeculationGivesPlainDecodingsTokensOnEverySplit) {
         EXPECT_EQ(got["sequences"][i]["generated_ids"], plain["sequences"][i]["generated_ids"]) << "sequence " << i;
         EXPECT_EQ(got["sequences"][i]["logprobs"], plain["sequences"][i]["logprobs"]) << "sequence " << i;
       }
-      if (sampling == "--temp 0") {
+      if (sampling != "--temp 0.8 --top-k 40 --seed 3") {
         EXPECT_GT(got["speculation"]["taken_tokens"].get<int>(), 20) << got["speculation"];
       }
     }

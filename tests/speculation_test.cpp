@@ -2,8 +2,9 @@
 // tokens, the log-probabilities and (with a seed) the draws of decoding
 // without them, to the bit -- greedy and sampled, drafts taken whole, in
 // part and not at all, cut by the step's budget, across KV block and
-// sliding-window boundaries, next to other sequences, ending inside a draft
-// at a stop token or at max_new_tokens. And the drafter's lookups.
+// sliding-window boundaries, next to other sequences, held to a constraint,
+// ending inside a draft at a stop token or at max_new_tokens. And the
+// drafter's lookups and lengths.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -180,6 +181,42 @@ void expect_as_plain(float temperature) {
 
 TEST(Speculation, GreedyGivesPlainDecodingsTokens) { expect_as_plain(0); }
 TEST(Speculation, SampledGivesPlainDecodingsDraws) { expect_as_plain(0.8f); }
+
+// Held to a constraint, a draft's rows are masked as the constraint stands
+// after the draft's tokens before them: a JSON schema and a harmony turn
+// (its analysis closed at its budget), greedy and sampled, drafts taken
+// whole (a repeat) and in part (another seed).
+TEST(Speculation, ConstrainedGivesPlainDecodingsTokens) {
+  ThreadPool pool(2);
+  Model m = load_model(GgufFile::open(model_path("tiny")), pool);
+  const std::string schema =
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"tags":{"type":"array",)"
+      R"("items":{"enum":["alpha","beta","gamma"]},"maxItems":6},"n":{"type":"integer"}},"required":["name","tags","n"],)"
+      R"("additionalProperties":false})";
+  for (const std::string& spec :
+       {R"({"format":"json_schema","schema":)" + schema + "}",
+        std::string(R"({"format":"harmony","analysis":true,"reasoning_budget":12,"final":"text"})")}) {
+    SCOPED_TRACE(spec);
+    std::vector<Request> first;
+    for (int i = 0; i < 2; ++i) {
+      SequenceParams p = params(i == 0 ? 0 : 0.8f, 5 + i, 60);
+      p.constraint = spec;
+      p.stop_tokens = SequenceParams{}.stop_tokens;
+      first.push_back({prompt(6, 1 + i), p});
+    }
+    std::vector<Request> other_seed = first;
+    other_seed[1].params.sampler.seed += 100;
+    const std::vector<std::vector<Request>> rounds = {first, first, other_seed};
+    GeneratorOptions o;
+    o.max_sequences = 2, o.step_tokens = 32, o.context = 128;
+    const std::vector<Drawn> plain = run(m, pool, o, rounds);
+    o.draft_tokens = 8;
+    Scheduler::DraftStats stats;
+    const std::vector<Drawn> drafted = run(m, pool, o, rounds, &stats);
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(drafted[i] == plain[i]) << "sequence " << i;
+    EXPECT_GT(stats.taken, 20) << stats.drafted << " drafted";
+  }
+}
 
 // A sequence ends inside a taken draft exactly where plain decoding ends it:
 // at a stop token, at max_new_tokens, at the context's end.

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <optional>
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -346,9 +347,7 @@ int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
     if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
   if (!params.constraint.empty()) constraint_cache_.get(params.constraint);  // refused here, not on a rank
-  // A constrained sequence drafts nothing: its mask for a row after a
-  // drafted token would need the constraint's state after that token.
-  const int seq = scheduler_.add(std::move(prompt), params.max_new_tokens, params.constraint.empty());
+  const int seq = scheduler_.add(std::move(prompt), params.max_new_tokens);
   params_[seq] = params;
   return seq;
 }
@@ -445,20 +444,36 @@ std::vector<Generator::Chosen> Generator::choose(const Batch& batch) {
   // limit) ends its sequence without a token; its row is still drawn from,
   // unmasked, so that every rank takes part in the same draws. Work is
   // counted, not timed: every sampling rank gives up at the same token.
-  // (A constrained sequence brings no draft: its entry has one row.)
   std::vector<uint8_t> gave_up(seqs.size(), 0);
   auto give_up = [&](size_t i, const GrammarTooCostly& e) {
     gave_up[i] = 1;
     log_warn("sequence ", seqs[i], ": its constraint gave up: ", e.what());
   };
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    auto c = constraints_.find(seqs[i]);
-    const std::span<float> row(logits_.data() + i * width, static_cast<size_t>(width));
-    try {
-      if (c != constraints_.end() && !c->second.mask(row, model_.shard.share.vocab.begin))
-        throw Error(cat("sequence ", seqs[i], ": its constraint allows no next token"));
-    } catch (const GrammarTooCostly& e) {
-      give_up(i, e);
+  // A draft's row i is masked by the constraint as it would stand after the
+  // draft's first i tokens (a copy followed through them). Past a drafted
+  // token the copy refuses (or would give up on), rows stay as they are: no
+  // pick reaches them, since the row before cannot choose that token.
+  for (size_t i = 0; const BatchEntry& e : batch.entries) {
+    auto c = constraints_.find(e.seq);
+    if (c == constraints_.end()) {
+      i += e.logits;
+      continue;
+    }
+    std::optional<SequenceConstraint> ahead;
+    if (e.logits > 1) ahead.emplace(c->second);
+    bool reachable = true;
+    for (int row = 0; row < e.logits; ++row, ++i) {
+      const std::span<float> logits(logits_.data() + i * width, static_cast<size_t>(width));
+      try {
+        if (row > 0) reachable = reachable && ahead->accept(batch.tokens[e.first + row]);
+        if (reachable && !(row == 0 ? c->second : *ahead).mask(logits, model_.shard.share.vocab.begin)) {
+          if (row == 0) throw Error(cat("sequence ", e.seq, ": its constraint allows no next token"));
+          reachable = false;
+        }
+      } catch (const GrammarTooCostly& x) {
+        if (row == 0) give_up(i, x);
+        reachable = false;
+      }
     }
   }
   const std::span<const float> rows(logits_.data(), seqs.size() * width);

@@ -42,7 +42,7 @@ Scheduler::Scheduler(const SchedulerOptions& o)
                          sliding_blocks_needed(o), " that ", o.max_sequences, " sequences need"));
 }
 
-int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens, bool drafts) {
+int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens) {
   if (prompt.empty()) throw InputError("the prompt is empty");
   if (static_cast<int>(prompt.size()) > opt_.context)
     throw InputError(
@@ -58,7 +58,6 @@ int Scheduler::add(std::vector<int32_t> prompt, int max_new_tokens, bool drafts)
   s.prompt = static_cast<int>(prompt.size());
   s.tokens = std::move(prompt);
   s.max_new_tokens = max_new_tokens;
-  s.drafts = drafts && opt_.draft_tokens > 0;
   seqs_.emplace(s.id, std::move(s));
   waiting_.push_back(next_id_ - 1);
   return next_id_ - 1;
@@ -94,7 +93,7 @@ bool Scheduler::next_step(Batch& batch) {
       const int r = remaining(s);
       if (s.in_flight || r == 0 || (pass == 0) != (r == 1) || budget == 0 || taken == cap) continue;
       const int count = std::min({r, budget, pass == 0 ? 1 : chunk});
-      const int most_drafted = pass == 0 && s.drafts ? std::min(opt_.draft_tokens, budget - decoding) : 0;
+      const int most_drafted = pass == 0 ? std::min(opt_.draft_tokens, budget - decoding) : 0;
       decoding -= pass == 0;
       schedule(s, count, batch, most_drafted, token_cost);
       budget -= batch.entries.back().count, ++taken;
@@ -360,7 +359,7 @@ void Scheduler::let_go(Sequence& s) {
 void Scheduler::finish(int seq) {
   Sequence& s = seqs_.at(seq);
   if (s.admitted) {
-    if (s.drafts) corpus_.add(s.tokens);
+    corpus_.add(s.tokens);
     let_go(s);
     running_.erase(std::find(running_.begin(), running_.end(), seq));
   } else {

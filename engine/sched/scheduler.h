@@ -93,7 +93,6 @@ class Scheduler {
     std::vector<uint64_t> keys;                   // prefix key of each computed whole block
     int full_promised = 0, sliding_promised = 0;  // promised and not yet drawn
     int headroom = 0;                             // sliding blocks drawn from the shared headroom
-    bool drafts = false;                          // whether its decoding is speculative
     Drafter drafter;
     int drafted = 0, taken = 0;  // drafted tokens checked, and those taken (its own DraftStats)
   };
@@ -102,9 +101,8 @@ class Scheduler {
 
   // A new sequence; it waits for a place. Throws InputError when it could
   // never run: an empty prompt, a prompt longer than the context, more KV
-  // blocks than the pool has. drafts: its decoding may be speculative (with
-  // draft_tokens > 0).
-  int add(std::vector<int32_t> prompt, int max_new_tokens, bool drafts = false);
+  // blocks than the pool has.
+  int add(std::vector<int32_t> prompt, int max_new_tokens);
 
   // Builds the next step from the sequences not in flight (see above), marks
   // them in flight, and takes their blocks. False when nothing can run.
