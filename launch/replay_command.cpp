@@ -57,13 +57,12 @@ std::vector<Turn> read_turns(const std::string& path, const std::string& text, c
     const size_t header =
         static_cast<size_t>(std::find(before.rbegin(), before.rend(), harmony::kStart) - before.rbegin()) + 1;
     size_t common = 0;
-    while (common < before.size() && before[common] == with[common]) ++common;
+    while (common < before.size() && common < with.size() && before[common] == with[common]) ++common;
     if (common + header <= before.size())
-      throw InputError(cat(path, ": assistant turn ", turns.size() + 1, " (message ", start + 1,
-                           ") changes how the conversation before it renders; it cannot be replayed"));
+      throw InputError(cat(path, ": assistant turn ", turns.size() + 1,
+                           " changes how the conversation before it renders; it cannot be replayed"));
     const size_t turn_end = with.size() - header;
-    if (turn_end <= common)
-      throw InputError(cat(path, ": assistant turn ", turns.size() + 1, " (message ", start + 1, ") is empty"));
+    if (turn_end <= common) throw InputError(cat(path, ": assistant turn ", turns.size() + 1, " is empty"));
     turns.push_back(Turn{std::vector<int32_t>(with.begin(), with.begin() + static_cast<std::ptrdiff_t>(common)),
                          std::vector<int32_t>(with.begin() + static_cast<std::ptrdiff_t>(common),
                                               with.begin() + static_cast<std::ptrdiff_t>(turn_end))});
@@ -86,13 +85,12 @@ RunMode add_replay_command(CLI::App& app, ReplayOptions& replay) {
   return {command, {run_group::model, run_group::speculation, run_group::output}};
 }
 
-int run_replay(const RunOptions& options, const ReplayOptions& replay, const MpiSession& mpi,
-               const RankSetup& setup) {
+int run_replay(const RunOptions& options, const ReplayOptions& replay, const MpiSession& mpi, const RankSetup& setup) {
   RunOptions o = options;
   o.parallel = 1;
   GgufFile file = open_model(o, mpi);
-  const std::vector<Turn> turns = read_turns(replay.transcript, read_text_file(replay.transcript),
-                                             Tokenizer::from_gguf(file));
+  const std::vector<Turn> turns =
+      read_turns(replay.transcript, read_text_file(replay.transcript), Tokenizer::from_gguf(file));
   size_t longest = 0;
   for (const Turn& t : turns) longest = std::max(longest, t.prompt.size() + t.forced.size());
   if (!o.context_given) o.context = static_cast<int>(blocks_for(static_cast<int>(longest)) * kKvBlock);
@@ -139,31 +137,33 @@ int run_replay(const RunOptions& options, const ReplayOptions& replay, const Mpi
   for (const auto& [tokens, c] : s.decode_cost)
     cost.push_back({{"step_tokens", tokens}, {"steps", c.steps}, {"seconds_per_step", c.seconds / c.steps}});
   const double rate = forced / std::max(decode_seconds, 1e-9);
-  const nlohmann::json j = {{"model", o.model},
-                            {"transcript", replay.transcript},
-                            {"split", split_mode_name(r.shard().mode)},
-                            {"ranks", mpi.size()},
-                            {"threads", r.pool.size()},
-                            {"kv_type", kv_type_name(gen.kv().type())},
-                            {"speculate", o.speculate},
-                            {"turns", turns.size()},
-                            {"decode_tokens", forced},
-                            {"decode_seconds", decode_seconds},
-                            {"decode_tokens_per_s", rate},
-                            {"decode_steps", decode_steps},
-                            {"accepted_tokens_per_step", static_cast<double>(forced) / std::max<int64_t>(decode_steps, 1)},
-                            {"verify_steps", d.verifies},
-                            {"drafted_tokens", d.drafted},
-                            {"taken_tokens", d.taken},
-                            {"verify_cost", cost}};
+  const nlohmann::json j = {
+      {"model", o.model},
+      {"transcript", replay.transcript},
+      {"split", split_mode_name(r.shard().mode)},
+      {"ranks", mpi.size()},
+      {"threads", r.pool.size()},
+      {"kv_type", kv_type_name(gen.kv().type())},
+      {"speculate", o.speculate},
+      {"turns", turns.size()},
+      {"decode_tokens", forced},
+      {"decode_seconds", decode_seconds},
+      {"decode_tokens_per_s", rate},
+      {"decode_steps", decode_steps},
+      {"accepted_tokens_per_step", static_cast<double>(forced) / std::max<int64_t>(decode_steps, 1)},
+      {"verify_steps", d.verifies},
+      {"drafted_tokens", d.drafted},
+      {"taken_tokens", d.taken},
+      {"verify_cost", cost}};
   if (o.json)
     print_json(j);
   else
-    std::printf("%d turns, %lld forced tokens decoded at %.2f tok/s in %lld decode steps (%.2f a step); "
-                "%lld drafted tokens taken of %lld\n",
-                static_cast<int>(turns.size()), static_cast<long long>(forced), rate,
-                static_cast<long long>(decode_steps), static_cast<double>(forced) / std::max<int64_t>(decode_steps, 1),
-                static_cast<long long>(d.taken), static_cast<long long>(d.drafted));
+    std::printf(
+        "%d turns, %lld forced tokens decoded at %.2f tok/s in %lld decode steps (%.2f a step); "
+        "%lld drafted tokens taken of %lld\n",
+        static_cast<int>(turns.size()), static_cast<long long>(forced), rate, static_cast<long long>(decode_steps),
+        static_cast<double>(forced) / std::max<int64_t>(decode_steps, 1), static_cast<long long>(d.taken),
+        static_cast<long long>(d.drafted));
   return 0;
 }
 

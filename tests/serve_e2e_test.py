@@ -33,7 +33,7 @@ KEY = "test-key"
 OTHER_KEY = "other-key"  # a second user's
 # A request's line in the server's log (serve/http/request_log.h).
 REQUEST_LINE = re.compile(r'^tpsrun: (GET|POST|DELETE) /\S+ \d{3}( \([\w ]+\): prompt \d+ tokens \(\d+ cached\), '
-                          r'\d+ generated(, first token \d+\.\d\d s)?,|:) \d+\.\d\d s; ".*"$')
+                          r'\d+ generated( \(\d+ drafted\))?(, first token \d+\.\d\d s)?,|:) \d+\.\d\d s; ".*"$')
 
 
 def free_port():

@@ -145,22 +145,23 @@ SequenceParams params(float temperature, uint64_t seed, int n) {
 
 // Rounds that draft: prompts run, then run again (their texts drafted from
 // the corpus: taken whole when greedy or with the same seed), then with
-// another seed (taken in part), three at once in steps of 24 tokens (drafts
+// another seed (taken in part), four at once in steps of 24 tokens (drafts
 // cut by the budget), on tiny (a window of 16: rollbacks inside it and
 // across its blocks).
-void expect_as_plain(float temperature) {
-  SCOPED_TRACE(temperature);
+void expect_as_plain(float temperature, KvType kv_type) {
+  SCOPED_TRACE(std::to_string(temperature) + ", " + kv_type_name(kv_type));
   ThreadPool pool(2);
   Model m = load_model(GgufFile::open(model_path("tiny")), pool);
-  const int n = 40;
+  const int n = 36;
   std::vector<Request> first = {{prompt(5, 1), params(temperature, 7, n)},
                                 {prompt(21, 2), params(temperature, 8, n)},
-                                {prompt(3, 3), params(temperature, 9, n)}};
+                                {prompt(3, 3), params(temperature, 9, n)},
+                                {prompt(9, 4), params(temperature, 10, n)}};
   std::vector<Request> other_seed = first;
   for (Request& r : other_seed) r.params.sampler.seed += 100;
   const std::vector<std::vector<Request>> rounds = {first, first, other_seed};
   GeneratorOptions o;
-  o.max_sequences = 3, o.step_tokens = 24, o.context = 128;
+  o.max_sequences = 4, o.step_tokens = 24, o.context = 128, o.kv_type = kv_type;
   const std::vector<Drawn> plain = run(m, pool, o, rounds);
   o.draft_tokens = 16;
   Scheduler::DraftStats stats;
@@ -174,13 +175,16 @@ void expect_as_plain(float temperature) {
   EXPECT_GT(stats.taken, n) << stats.verifies << " verifies, " << stats.drafted << " drafted";
   EXPECT_LT(stats.taken, stats.drafted);
   // Drafts sized by the measured cost of a step: the same tokens.
+  if (kv_type != kDefaultKvType) return;
   o.draft_by_cost = true;
   const std::vector<Drawn> by_cost = run(m, pool, o, rounds);
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(by_cost[i] == plain[i]) << "sequence " << i;
 }
 
-TEST(Speculation, GreedyGivesPlainDecodingsTokens) { expect_as_plain(0); }
-TEST(Speculation, SampledGivesPlainDecodingsDraws) { expect_as_plain(0.8f); }
+TEST(Speculation, GreedyGivesPlainDecodingsTokensWithEveryKvType) {
+  for (KvType t : {KvType::f32, KvType::bf16, KvType::q8_0, KvType::q4_0}) expect_as_plain(0, t);  // f16: below
+}
+TEST(Speculation, SampledGivesPlainDecodingsDraws) { expect_as_plain(0.8f, kDefaultKvType); }
 
 // Held to a constraint, a draft's rows are masked as the constraint stands
 // after the draft's tokens before them: a JSON schema and a harmony turn

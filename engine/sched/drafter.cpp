@@ -30,7 +30,10 @@ Proposal Drafter::propose(std::span<const int32_t> tokens, int most, const Draft
   Proposal p;
   if (n < kMatch || most <= 0) return p;
   const auto found = after_.find(key_at(tokens, n));
-  if (found == after_.end()) return corpus ? corpus->follow(tokens, most) : p;
+  if (found == after_.end()) {
+    p = sources_.follow(tokens, most);
+    return p.tokens.empty() && corpus ? corpus->follow(tokens, most) : p;
+  }
   const int from = found->second, period = n - from;
   for (int i = 0; i < most; ++i) p.tokens.push_back(from + i < n ? tokens[from + i] : p.tokens[i - period]);
   p.matched = matched(tokens, static_cast<size_t>(from), tokens, static_cast<size_t>(n));

@@ -4,7 +4,9 @@
 // agent's patch repeats the lines of the file it read, a tool call quotes
 // paths from earlier turns), else in the texts of the sequences that ended
 // before it (DraftCorpus: a request that repeats an earlier one, an agent's
-// turns that redo a step). The generator checks a draft in one step
+// turns that redo a step). Between the two, texts the sequence's prompt
+// quotes in another form (add_source: a tool's output JSON-escaped, as a
+// call's arguments write it back). The generator checks a draft in one step
 // (engine/sched/generator.h) and keeps exactly the tokens plain decoding
 // would have chosen, so a draft costs only time: text that repeats nothing
 // finds no match and drafts nothing.
@@ -74,6 +76,8 @@ class Drafter {
   double chance(int matched) const;
   // How a draft fared: `taken` of its `drafted` tokens were the model's.
   void verified(int drafted, int taken);
+  // A text a proposal may also come from, after the sequence's own.
+  void add_source(std::span<const int32_t> text) { sources_.add(text); }
 
   // kMatch tokens ending before `end` as one key.
   static uint64_t key_at(std::span<const int32_t> tokens, size_t end);
@@ -84,6 +88,8 @@ class Drafter {
   std::unordered_map<uint64_t, int32_t> after_;  // kMatch tokens -> the position after their latest occurrence
   int indexed_ = 0;                              // occurrences ending before this position are in after_
   double taken_ = 0.5;  // the chance a drafted token is taken, from the sequence's drafts (a moving average)
+  DraftCorpus sources_{kSourceTokens};
+  static constexpr int64_t kSourceTokens = 1 << 20;  // bounds a sequence's sources (its prompt bounds them first)
 };
 
 }  // namespace tps

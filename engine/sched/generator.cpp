@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "runtime/clock.h"
@@ -252,6 +253,29 @@ Generator::Generator(const Model& m, ThreadPool& pool, Exchange& exchange, const
 
 namespace {
 
+// The long messages of a harmony prompt (a tool's output, a file pasted),
+// JSON-escaped: a tool call's arguments that write them back quote them so,
+// and tokenize them otherwise.
+std::vector<std::vector<int32_t>> escaped_quotes(const std::vector<int32_t>& prompt, const Tokenizer& tok) {
+  constexpr size_t kLong = 32;  // tokens: shorter messages are rarely written back
+  std::vector<std::vector<int32_t>> out;
+  for (size_t at = 0; at < prompt.size(); ++at) {
+    if (prompt[at] != harmony::kMessage) continue;
+    size_t end = at + 1;
+    while (end < prompt.size() && prompt[end] != harmony::kEnd && prompt[end] != harmony::kCall &&
+           prompt[end] != harmony::kReturn && prompt[end] != harmony::kStart)
+      ++end;
+    if (end - at - 1 >= kLong) {
+      const std::string text = tok.decode(std::span<const int32_t>(prompt).subspan(at + 1, end - at - 1));
+      const std::string quoted = nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (quoted.size() - 2 != text.size() || quoted.compare(1, text.size(), text) != 0)  // something was escaped
+        out.push_back(tok.encode(std::string_view(quoted).substr(1, quoted.size() - 2)));
+    }
+    at = end;
+  }
+  return out;
+}
+
 // Each rank's yes (1) or no (0) for every item, and'ed over the ranks.
 std::vector<uint8_t> on_every_rank(Exchange& ex, std::vector<uint8_t> mine) {
   if (ex.size() == 1 || mine.empty()) return mine;
@@ -347,7 +371,15 @@ int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
     if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
   if (!params.constraint.empty()) constraint_cache_.get(params.constraint);  // refused here, not on a rank
+  if (!params.forced.empty() && !params.constraint.empty())
+    throw InputError("forced tokens and a constraint together: the constraint would follow the model's picks");
+  for (int32_t id : params.forced)
+    if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
+      throw InputError(cat("forced token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
   const int seq = scheduler_.add(std::move(prompt), params.max_new_tokens);
+  if (scheduler_.options().draft_tokens > 0)
+    for (const std::vector<int32_t>& quote : escaped_quotes(scheduler_.sequence(seq).tokens, model_.tokenizer))
+      scheduler_.add_draft_source(seq, quote);
   params_[seq] = params;
   return seq;
 }
@@ -450,9 +482,12 @@ std::vector<Generator::Chosen> Generator::choose(const Batch& batch) {
     log_warn("sequence ", seqs[i], ": its constraint gave up: ", e.what());
   };
   // A draft's row i is masked by the constraint as it would stand after the
-  // draft's first i tokens (a copy followed through them). Past a drafted
-  // token the copy refuses (or would give up on), rows stay as they are: no
-  // pick reaches them, since the row before cannot choose that token.
+  // draft's first i tokens (a copy followed through them). A row it cannot
+  // mask -- past a drafted token it refuses, allows nothing after, or would
+  // give up on -- is cut: the draft ends before it, so the next step meets
+  // that state as plain decoding would (or the sequence ended first: a stop
+  // token the grammar allows nothing after).
+  std::vector<uint8_t> cut(seqs.size(), 0);
   for (size_t i = 0; const BatchEntry& e : batch.entries) {
     auto c = constraints_.find(e.seq);
     if (c == constraints_.end()) {
@@ -474,6 +509,7 @@ std::vector<Generator::Chosen> Generator::choose(const Batch& batch) {
         if (row == 0) give_up(i, x);
         reachable = false;
       }
+      cut[i] = row > 0 && !reachable;
     }
   }
   const std::span<const float> rows(logits_.data(), seqs.size() * width);
@@ -497,7 +533,7 @@ std::vector<Generator::Chosen> Generator::choose(const Batch& batch) {
       if (forced != forced_.end() && forced->second.next + row < forced->second.tokens.size())
         picks[i].id = forced->second.tokens[forced->second.next + row];
       chosen.push_back(Chosen{e.seq, picks[i]});
-      if (e.logits > 1 && (row + 1 == e.logits || picks[i].id != batch.tokens[e.first + row + 1])) {
+      if (e.logits > 1 && (row + 1 == e.logits || picks[i].id != batch.tokens[e.first + row + 1] || cut[i + 1])) {
         samplers_.at(e.seq) = drafted[first_drafted + row];  // this row's, after its draw
         i = first + e.logits;
         break;

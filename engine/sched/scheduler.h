@@ -115,6 +115,8 @@ class Scheduler {
   void ran(const BatchEntry& entry, int positions);
   // The token chosen after an entry with logits.
   void append(int seq, int32_t token);
+  // A text the sequence's drafts may copy besides its own (Drafter::add_source).
+  void add_draft_source(int seq, std::span<const int32_t> text) { seqs_.at(seq).drafter.add_source(text); }
   // Ends a sequence (running or waiting) and lets its blocks go.
   void finish(int seq);
 
