@@ -30,7 +30,6 @@ struct ReplayOptions {
 RunMode add_replay_command(CLI::App& app, ReplayOptions& replay);
 
 // Collective: every rank calls it with the same options.
-int run_replay(const RunOptions& options, const ReplayOptions& replay, const MpiSession& mpi,
-               const RankSetup& setup);
+int run_replay(const RunOptions& options, const ReplayOptions& replay, const MpiSession& mpi, const RankSetup& setup);
 
 }  // namespace tps
