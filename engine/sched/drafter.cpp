@@ -1,7 +1,6 @@
 #include "engine/sched/drafter.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace tps {
 
