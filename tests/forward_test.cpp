@@ -20,14 +20,13 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include "runtime/error.h"
 #include "tests/quant_models.h"
 #include "tests/reference_forward.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace tps {
 namespace {
 
-std::string model_path(const std::string& preset) {
-  return std::string(tps::test_paths::models) + "/gpt-oss-" + preset + ".gguf";
-}
+using testing::model_path;
 
 // A fixed prompt of n ids spread over the vocabulary, special tokens included.
 std::vector<int32_t> prompt(int n) {

@@ -19,6 +19,7 @@
 #include "engine/sched/generator.h"
 #include "engine/step/session.h"
 #include "tests/temp_path.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace tps {
@@ -27,16 +28,8 @@ void PrintTo(SequenceEnd end, std::ostream* os) { *os << sequence_end_name(end);
 
 namespace {
 
-std::string model_path(const std::string& preset) {
-  return std::string(tps::test_paths::models) + "/gpt-oss-" + preset + ".gguf";
-}
-
-// A prompt of n ids spread over the vocabulary, starting from `seed`.
-std::vector<int32_t> prompt(int n, int seed) {
-  std::vector<int32_t> ids;
-  for (int i = 0; static_cast<int>(ids.size()) < n; ++i) ids.push_back((i * 7919 + seed * 104729 + 13) % 199998);
-  return ids;
-}
+using testing::model_path;
+constexpr auto prompt = testing::spread_prompt;
 
 // A generated token and the top 5 of its step.
 struct Step {

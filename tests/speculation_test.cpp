@@ -11,10 +11,14 @@
 
 #include "engine/sched/drafter.h"
 #include "engine/sched/generator.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace tps {
 namespace {
+
+using testing::model_path;
+constexpr auto prompt = testing::spread_prompt;
 
 std::vector<int32_t> proposed(Drafter& d, std::vector<int32_t> text, int most, const DraftCorpus* corpus = nullptr) {
   return d.propose(text, most, corpus).tokens;
@@ -79,16 +83,6 @@ TEST(DraftCorpus, FollowsEndedTextsToTheirEndAndDropsTheOldestWhenFull) {
   DraftCorpus off;
   off.add(std::vector<int32_t>{1, 2, 3, 4});
   EXPECT_EQ(off.size(), 0);
-}
-
-std::string model_path(const std::string& preset) {
-  return std::string(tps::test_paths::models) + "/gpt-oss-" + preset + ".gguf";
-}
-
-std::vector<int32_t> prompt(int n, int seed) {
-  std::vector<int32_t> ids;
-  for (int i = 0; static_cast<int>(ids.size()) < n; ++i) ids.push_back((i * 7919 + seed * 104729 + 13) % 199998);
-  return ids;
 }
 
 // What a sequence drew: each token, its top-5 and the end said with it.
