@@ -6,6 +6,7 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <type_traits>
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -29,18 +30,16 @@ struct Generator::Plan {
     auto put = [&](const void* p, size_t n) {
       out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
     };
-    const uint64_t count = constraints.size();
-    put(&count, sizeof count);
-    for (const auto& [seq, text] : constraints) {
-      const uint64_t n = text.size();
-      put(&seq, sizeof seq), put(&n, sizeof n), put(text.data(), n);
-    }
-    const uint64_t forcing = forced.size();
-    put(&forcing, sizeof forcing);
-    for (const auto& [seq, tokens] : forced) {
-      const uint64_t n = tokens.size();
-      put(&seq, sizeof seq), put(&n, sizeof n), put(tokens.data(), n * sizeof(int32_t));
-    }
+    // Each list: its count, then each sequence, its items' count and bytes.
+    auto put_list = [&](const auto& list) {
+      const uint64_t count = list.size();
+      put(&count, sizeof count);
+      for (const auto& [seq, items] : list) {
+        const uint64_t n = items.size();
+        put(&seq, sizeof seq), put(&n, sizeof n), put(items.data(), n * sizeof(items[0]));
+      }
+    };
+    put_list(constraints), put_list(forced);
     return out;
   }
 
@@ -89,25 +88,20 @@ struct Generator::Plan {
     take(p.batch.copies.data(), p.batch.copies.size() * sizeof(BlockCopy));
     take(p.joins.data(), p.joins.size() * sizeof(Join));
     take(p.leaves.data(), p.leaves.size() * sizeof(int32_t));
-    uint64_t count = 0;
-    take(&count, sizeof count);
-    for (uint64_t i = 0; i < count; ++i) {
-      int32_t seq = 0;
-      uint64_t n = 0;
-      take(&seq, sizeof seq), take(&n, sizeof n);
-      if (n > in.size() - at) throw Error("a step's plan arrived cut short");
-      p.constraints.emplace_back(seq, std::string(reinterpret_cast<const char*>(in.data() + at), n));
-      at += n;
-    }
-    take(&count, sizeof count);
-    for (uint64_t i = 0; i < count; ++i) {
-      int32_t seq = 0;
-      uint64_t n = 0;
-      take(&seq, sizeof seq), take(&n, sizeof n);
-      if (n > (in.size() - at) / sizeof(int32_t)) throw Error("a step's plan arrived cut short");
-      std::vector<int32_t>& tokens = p.forced.emplace_back(seq, std::vector<int32_t>(n)).second;
-      take(tokens.data(), n * sizeof(int32_t));
-    }
+    auto take_list = [&](auto& list) {
+      uint64_t count = 0;
+      take(&count, sizeof count);
+      for (uint64_t i = 0; i < count; ++i) {
+        int32_t seq = 0;
+        uint64_t n = 0;
+        take(&seq, sizeof seq), take(&n, sizeof n);
+        auto& items = list.emplace_back(seq, typename std::decay_t<decltype(list)>::value_type::second_type()).second;
+        if (n > (in.size() - at) / sizeof(items[0])) throw Error("a step's plan arrived cut short");
+        items.resize(n);
+        take(items.data(), n * sizeof(items[0]));
+      }
+    };
+    take_list(p.constraints), take_list(p.forced);
     return p;
   }
 };
