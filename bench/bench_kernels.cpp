@@ -39,12 +39,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/cache/kv_pool.h"
 #include "engine/gguf/ggml_types.h"
 #include "engine/gguf/quant_blocks.h"
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/matmul.h"
 #include "engine/model/weights.h"
-#include "engine/step/kv_pool.h"
 #include "runtime/error.h"
 #include "runtime/page_buffer.h"
 #include "runtime/thread_pool.h"
@@ -205,7 +205,8 @@ struct LayerCache {
   }
   // The KV bytes of `positions` positions as stored.
   double bytes(int positions) const {
-    return static_cast<double>(KvPool::block_bytes(config, shard, cache.type(), false)) / kKvBlock * positions;
+    return static_cast<double>(KvPool::block_bytes(config, shard, cache.type(), BlockKind::full)) / kKvBlock *
+           positions;
   }
 };
 

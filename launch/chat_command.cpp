@@ -186,6 +186,7 @@ int run_chat(const RunOptions& given, const MpiSession& mpi, const RankSetup& se
   RunOptions o = given;  // one conversation, as long as the model and memory allow unless --ctx says
   o.parallel = 1;
   if (!o.context_given) o.context = default_context(o, mpi, setup, file);
+  resolve_cache_ram(o, mpi, setup, file);
   RankRun r(o, mpi, setup, Clock::now(), std::move(file));
   Generator gen(r.model, r.pool, r.exchange, generator_options(o));
   if (mpi.rank() != 0) {

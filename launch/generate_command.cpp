@@ -116,7 +116,8 @@ void add_sequences(const RunOptions& o, const SamplerParams& sp, const std::vect
 
 }  // namespace
 
-int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup) {
+int run_generate(const RunOptions& given, const MpiSession& mpi, const RankSetup& setup) {
+  RunOptions o = given;
   SamplerParams sp = o.sampler;
   validate(sp);
   if (o.max_new_tokens < 1) throw InputError(cat("-n ", o.max_new_tokens, ": expected at least 1 token"));
@@ -124,7 +125,9 @@ int run_generate(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
   const int n_seq = o.prompts_file.empty() ? o.parallel : static_cast<int>(prompts.size());
   const bool root = mpi.rank() == 0, one = n_seq == 1;
 
-  RankRun r(o, mpi, setup, Clock::now());
+  GgufFile file = open_model(o, mpi);
+  resolve_cache_ram(o, mpi, setup, file);
+  RankRun r(o, mpi, setup, Clock::now(), std::move(file));
   const Model& m = r.model;
   // One seed for every rank: rank 0's, random unless given. Sequence i
   // samples with seed + i.

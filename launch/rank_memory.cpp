@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
+#include "engine/cache/kv_pool.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weights.h"
 #include "engine/sched/generator.h"
 #include "engine/step/forward.h"
-#include "engine/step/kv_pool.h"
 #include "runtime/error.h"
 #include "runtime/exchange.h"
 #include "topology/binding.h"
@@ -72,12 +72,37 @@ int default_context(const RunOptions& o, const MpiSession& mpi, const RankSetup&
     at.context = kKvBlock;
     const RankMemory least = rank_needs(at, mpi, file, c, shard, 0);
     const uint64_t share = n.available / n.sharing / 10 * 9;
-    const uint64_t block = KvPool::block_bytes(c, shard, o.kv_type, false);
+    const uint64_t block = KvPool::block_bytes(c, shard, o.kv_type, BlockKind::full);
     const int64_t blocks = share > least.total() ? static_cast<int64_t>((share - least.total()) / block) : 0;
     const int64_t per_sequence = (blocks / o.parallel + 1) * kKvBlock;
     if (per_sequence >= int64_t{4} * kKvBlock) fits = std::min(fits, per_sequence);  // else: refused as asked
   }
   return static_cast<int>(mpi.min_over_ranks(fits));
+}
+
+std::string default_cache_ram(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup,
+                              const GgufFile& file) {
+  const ModelConfig c = read_model_config(file);
+  const Shard shard = planned_shard(o, mpi, file);
+  RunOptions without = o;
+  without.cache_ram = "0", without.cache_dir.clear();
+  const uint64_t rest = rank_needs(without, mpi, file, c, shard, 0).total();
+  uint64_t bytes = kDefaultCacheRam;
+  if (const NodeShare n = node_share(mpi, setup); n.available > 0) {
+    const uint64_t share = n.available / n.sharing;
+    bytes = std::min(bytes, share > rest ? (share - rest) / 4 : 0);
+  }
+  const int64_t mib = mpi.min_over_ranks(static_cast<int64_t>(bytes >> 20));
+  if (static_cast<uint64_t>(mib) << 20 < tier_unit_bytes(o.kv_type, c, shard))
+    throw InputError(cat("--cache-dir ", o.cache_dir, ": a quarter of what the rank's memory leaves after the run (",
+                         mib, " MiB) holds no block of the RAM tier the disk tier loads into; give --cache-ram"));
+  return std::to_string(mib);
+}
+
+void resolve_cache_ram(RunOptions& o, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file) {
+  if (o.cache_dir.empty() || !o.cache_ram.empty() || o.no_prefix_cache) return;
+  o.cache_ram = default_cache_ram(o, mpi, setup, file);
+  o.cache_ram_default = true;
 }
 
 RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file,
@@ -90,7 +115,8 @@ RankMemory check_rank_memory(const RunOptions& o, const MpiSession& mpi, const R
   // The sliding-window layers' share: a window a sequence and what a step's
   // prompt chunks take (--batch), not --ctx.
   const SchedulerOptions s = scheduler_options(g, c, shard);
-  const uint64_t sliding_kv = KvPool::block_bytes(c, shard, g.kv_type, true) * static_cast<uint64_t>(s.sliding_blocks);
+  const uint64_t sliding_kv =
+      KvPool::block_bytes(c, shard, g.kv_type, BlockKind::sliding) * static_cast<uint64_t>(s.sliding_blocks);
   const NodeShare n = node_share(mpi, setup);
   if (n.available == 0) return m;  // unknown: the allocations will say
   m.available = n.available / n.sharing;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/weights.h"
@@ -36,6 +37,17 @@ Shard planned_shard(const RunOptions& options, const MpiSession& mpi, const Gguf
 // (the least over the ranks), in whole KV blocks. With --kv-size, at most
 // the positions of that pool. Collective.
 int default_context(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file);
+
+// The RAM tier a --cache-dir without --cache-ram gets: a quarter of what
+// the rank's share of its node leaves after the rest of the run, at most
+// kDefaultCacheRam, in MiB (the least over the ranks); kDefaultCacheRam
+// where the node's memory is unknown. Throws InputError naming --cache-dir
+// when that holds no block. Collective.
+constexpr uint64_t kDefaultCacheRam = uint64_t{4} << 30;
+std::string default_cache_ram(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup,
+                              const GgufFile& file);
+// Sets options.cache_ram to that for a --cache-dir without --cache-ram.
+void resolve_cache_ram(RunOptions& options, const MpiSession& mpi, const RankSetup& setup, const GgufFile& file);
 
 // From the opened model file's header. Also refuses --ctx beyond the model's
 // context length. command_bytes: what the command allocates besides. Throws

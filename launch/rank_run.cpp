@@ -56,6 +56,7 @@ RankRun::RankRun(const RunOptions& o, const MpiSession& mpi, const RankSetup& se
       model(load(o, mpi, pool, std::move(file))),
       exchange(mpi, o.exchange, static_cast<size_t>(o.step_tokens) * model.config.n_embd),
       load_seconds(seconds_since(t0)),
+      cache_ram_default(o.cache_ram_default),
       numa_node(setup.machine.numa_nodes.at(setup.binding.numa_node).os_index) {
   // Once every rank on the host has its copy, the file's pages can go.
   exchange.barrier();
@@ -93,24 +94,28 @@ void RankRun::log_kv_pool(const Generator& gen) const {
   if (model.shard.rank != 0) return;
   const SchedulerOptions& so = gen.scheduler().options();
   const KvPool& kv = gen.kv();
-  const uint64_t position = KvPool::block_bytes(model.config, model.shard, kv.type(), false) / kKvBlock;
+  const uint64_t position = KvPool::block_bytes(model.config, model.shard, kv.type(), BlockKind::full) / kKvBlock;
   log_info("KV pool: ", kv_type_name(kv.type()), ", ", format_bytes(position), " a position in full-attention layers; ",
            so.full_blocks * kKvBlock, " positions (", so.full_blocks, " blocks of ", kKvBlock, ") and ",
            so.sliding_blocks, " sliding-window blocks, ", static_cast<int64_t>(kv.bytes() / 1e6),
            " MB on each rank; up to ", so.max_sequences, " sequence(s) at once, ", so.step_tokens, " tokens a step");
   if (so.tier_full_slots > 0) {
-    const uint64_t tier = KvPool::block_bytes(model.config, model.shard, kv.type(), false) * so.tier_full_slots +
-                          KvPool::block_bytes(model.config, model.shard, kv.type(), true) * so.tier_sliding_slots;
-    log_info("prompt cache RAM tier (--cache-ram): ", so.tier_full_slots, " full-attention blocks (",
-             so.tier_full_slots * kKvBlock, " positions) and ", so.tier_sliding_slots, " sliding-window blocks, ",
-             static_cast<int64_t>(tier / 1e6), " MB at most on rank 0, allocated as blocks arrive");
+    const uint64_t tier =
+        KvPool::block_bytes(model.config, model.shard, kv.type(), BlockKind::full) * so.tier_full_slots +
+        KvPool::block_bytes(model.config, model.shard, kv.type(), BlockKind::sliding) * so.tier_sliding_slots;
+    log_info("prompt cache RAM tier (",
+             cache_ram_default ? "for --cache-dir, a quarter of what the rank's memory leaves, at most 4 GiB"
+                               : "--cache-ram",
+             "): ", so.tier_full_slots, " full-attention blocks (", so.tier_full_slots * kKvBlock, " positions) and ",
+             so.tier_sliding_slots, " sliding-window blocks, ", static_cast<int64_t>(tier / 1e6),
+             " MB at most on rank 0, allocated as blocks arrive");
   }
   if (gen.disk().on()) {
     const DiskTier::Stats& d = gen.disk().stats();
     log_info("prompt cache disk tier (--cache-dir ", gen.disk().dir(), "): ", d.files, " files (",
              static_cast<int64_t>(d.bytes / 1e6), " MB) of rank 0's, ", d.loaded, " blocks loaded into the RAM tier (",
              static_cast<int64_t>(d.load_seconds * 1000),
-             " ms); written behind as blocks enter it, within --cache-ram's bytes");
+             " ms); written behind as blocks enter it, within the RAM tier's bytes");
   }
 }
 

@@ -23,9 +23,10 @@ struct RankRun {
   ThreadPool pool;
   Model model;
   Exchange exchange;
-  double load_seconds = 0;  // since t0: binding, loading, the exchange's set-up
-  int numa_node = -1;       // OS index of the rank's node
-  double on_node = -1;      // fraction of its weight pages there, from the kernel
+  double load_seconds = 0;         // since t0: binding, loading, the exchange's set-up
+  bool cache_ram_default = false;  // the RAM tier is --cache-dir's default (default_cache_ram)
+  int numa_node = -1;              // OS index of the rank's node
+  double on_node = -1;             // fraction of its weight pages there, from the kernel
 
   // Collective: loads every rank's shard, then prints one line per rank
   // (rank 0, in rank order): what it owns, its bytes, where its pages are.

@@ -96,6 +96,7 @@ int run_replay(const RunOptions& options, const ReplayOptions& replay, const Mpi
   if (!o.context_given) o.context = static_cast<int>(blocks_for(static_cast<int>(longest)) * kKvBlock);
   if (static_cast<int64_t>(longest) > o.context)
     throw InputError(cat(replay.transcript, ": a turn needs ", longest, " positions, more than --ctx ", o.context));
+  resolve_cache_ram(o, mpi, setup, file);
   RankRun r(o, mpi, setup, Clock::now(), std::move(file));
   Generator gen(r.model, r.pool, r.exchange, generator_options(o));
   const bool root = mpi.rank() == 0;

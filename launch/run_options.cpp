@@ -91,7 +91,7 @@ void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes) {
 }
 
 uint64_t parse_cache_ram(const std::string& text) {
-  if (text == "0") return 0;
+  if (text.empty() || text == "0") return 0;
   const std::optional<SizeText> size = parse_size(text, "--cache-ram");
   if (!size) throw InputError(cat("--cache-ram '", text, "': expected MiB (1024), bytes per rank (2G, 512M) or 0"));
   if (!size->has_unit && size->value > (~0ull >> 20))
@@ -154,10 +154,12 @@ GeneratorOptions generator_options(const RunOptions& o) {
   g.cache_ram_bytes = parse_cache_ram(o.cache_ram);
   if (g.cache_ram_bytes > 0 && !g.prefix_reuse)
     throw InputError(cat("--cache-ram ", o.cache_ram, " does nothing with --no-prefix-cache (it keeps prefixes)"));
+  if (!o.cache_dir.empty() && !g.prefix_reuse)
+    throw InputError(cat("--cache-dir ", o.cache_dir, " does nothing with --no-prefix-cache (it keeps prefixes)"));
   if (!o.cache_dir.empty() && g.cache_ram_bytes == 0)
-    throw InputError(cat("--cache-dir ", o.cache_dir,
-                         " needs --cache-ram: the disk tier keeps what enters the RAM tier, within its cap, and "
-                         "loads it back into it at start"));
+    throw InputError(cat("--cache-dir ", o.cache_dir, " with --cache-ram ", o.cache_ram.empty() ? "unset" : o.cache_ram,
+                         ": the disk tier keeps what enters the RAM tier and loads it back into it at start, so it "
+                         "needs one (leave --cache-ram out for its default)"));
   g.cache_dir = o.cache_dir;
   g.yarn_truncate = o.yarn_truncate;
   return g;
@@ -212,13 +214,13 @@ RunFlags add_run_options(CLI::App& app, RunOptions& run) {
       ->group(run_group::prefix_cache);
   app.add_option("--cache-ram", run.cache_ram,
                  "a RAM tier of the prefix cache on each rank, in MiB (or 512M, 2G): blocks the KV pool reuses "
-                 "are kept there and copied back when their prefix returns; 0 (the default): none, since on a "
-                 "CPU server the memory is the model's and the KV pool's unless you give some")
+                 "are kept there and copied back when their prefix returns. Default: none, since on a CPU server "
+                 "the memory is the model's and the KV pool's unless you give some; with --cache-dir, a quarter of "
+                 "what the rank's memory leaves after the rest of the run, at most 4 GiB")
       ->type_name("MIB")
-      ->capture_default_str()
       ->group(run_group::prefix_cache);
   app.add_option("--cache-dir", run.cache_dir,
-                 "a disk tier under the RAM tier (needs --cache-ram): blocks entering the RAM tier are also "
+                 "a disk tier under the RAM tier (--cache-ram): blocks entering the RAM tier are also "
                  "written to files here, up to --cache-ram's bytes per rank, and loaded back into it at the next "
                  "start, so a restart recomputes nothing of a saved prefix")
       ->type_name("DIR")

@@ -44,7 +44,9 @@ struct RunOptions {
   KvType kv_type = kDefaultKvType;  // its keys' and values' type (kernels/kv_format.h)
   bool no_prefix_cache = false;     // never reuse cached prompt prefixes
   std::string speculate = "auto";   // drafted tokens checked a step: off, auto or the most (parse_speculate)
-  std::string cache_ram = "0";      // the prompt cache's RAM tier per rank: MiB, or bytes with K/M/G; 0: none
+  std::string cache_ram;            // the prompt cache's RAM tier per rank: MiB, or bytes with K/M/G; 0 or "": none
+                                    // ("" with --cache-dir: default_cache_ram, launch/rank_memory.h)
+  bool cache_ram_default = false;   // cache_ram is that default
   std::string cache_dir;            // its disk tier's directory ("": none)
   std::string alias;                // serve: the model's id in the API (default: the file's name)
   std::string json_schema_file;     // generated text held to this JSON Schema (launch/output_format.h)
@@ -55,7 +57,7 @@ struct RunOptions {
 // "512M", "64K" (bytes per rank; powers of 1024). Throws InputError naming
 // the flag for anything else.
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
-// --cache-ram: MiB (a plain number) or bytes with K/M/G; "0": none.
+// --cache-ram: MiB (a plain number) or bytes with K/M/G; "0" or "": none.
 uint64_t parse_cache_ram(const std::string& text);
 // --speculate into GeneratorOptions' draft_tokens and draft_by_cost: off
 // (0), auto (up to kAutoDraftTokens, as the cost says) or N (1..Drafter's

@@ -108,6 +108,7 @@ int run_serve(const RunOptions& given, const ServeOptions& so, const MpiSession&
   }
   GgufFile file = open_model(o, mpi);
   if (!o.context_given) o.context = default_context(o, mpi, setup, file);
+  resolve_cache_ram(o, mpi, setup, file);
   RankRun r(o, mpi, setup, Clock::now(), std::move(file));
   Generator gen(r.model, r.pool, r.exchange, generator_options(o));
   const std::vector<std::string> ranks = mpi.gather_to_root(rank_status(mpi, setup, r, gen).dump());

@@ -53,8 +53,10 @@ int run_sweep(const RunOptions& options, const SweepOptions& sweep, const MpiSes
   const KvType type = options.kv_type;
   // Bytes a position takes in all the rank's full-attention layers, and in
   // its sliding ones (which read at most their window).
-  const double full_position = static_cast<double>(KvPool::block_bytes(m.config, m.shard, type, false)) / kKvBlock;
-  const double sliding_position = static_cast<double>(KvPool::block_bytes(m.config, m.shard, type, true)) / kKvBlock;
+  const double full_position =
+      static_cast<double>(KvPool::block_bytes(m.config, m.shard, type, BlockKind::full)) / kKvBlock;
+  const double sliding_position =
+      static_cast<double>(KvPool::block_bytes(m.config, m.shard, type, BlockKind::sliding)) / kKvBlock;
   const double window = m.config.sliding_window;
 
   const bool root = mpi.rank() == 0;

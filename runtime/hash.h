@@ -2,7 +2,7 @@
 // place: splitmix64 (a 64-bit generator: the sampler's draws, the synthetic
 // models' weights) and FNV-1a (a seed from a name). Both are fixed by their
 // definitions, so a seed gives the same bits on every platform and build.
-// (The prefix cache's keys use xxHash: engine/sched/prefix_key.h.)
+// (The prefix cache's keys use xxHash: engine/cache/prefix_key.h.)
 #pragma once
 
 #include <cstdint>

@@ -29,7 +29,7 @@ struct PromptCacheStats {
   int64_t full_blocks = 0, sliding_blocks = 0, full_used = 0;
   uint64_t bytes = 0, max_bytes = 0;
   int64_t saved = 0, restored = 0, evicted = 0, hits = 0, misses = 0;
-  // Its disk tier (--cache-dir) on rank 0 (engine/step/disk_tier.h Stats).
+  // Its disk tier (--cache-dir) on rank 0 (engine/cache/disk_tier.h Stats).
   bool disk = false;
   int64_t disk_files = 0, disk_bytes = 0, disk_loaded = 0, disk_written = 0, disk_write_failures = 0;
 };

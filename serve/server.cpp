@@ -3,8 +3,10 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
+#include "engine/sched/drafter.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "serve/chat/chat_endpoint.h"
@@ -151,6 +153,8 @@ std::shared_ptr<Job> Server::submit(std::vector<int32_t> prompt, const Generatio
   if (queued_ >= opt_.max_queue)
     throw ApiError(503, cat("the queue is full (", opt_.max_queue, " requests wait); try again"), "",
                    "unavailable_error");
+  std::optional<std::vector<std::vector<int32_t>>> draft_sources;  // here, not on the engine loop
+  if (gen_->scheduler().options().draft_tokens > 0) draft_sources = escaped_messages(prompt, *api_.tokenizer);
   std::unique_lock<std::mutex> lock(inbox_m_);
   if (closed_) throw ApiError(503, "the server is shutting down", "", "unavailable_error");
   auto job = std::make_shared<Job>();
@@ -160,6 +164,7 @@ std::shared_ptr<Job> Server::submit(std::vector<int32_t> prompt, const Generatio
   job->params.max_new_tokens = r.max_new_tokens > 0 ? std::min(r.max_new_tokens, room) : room;
   job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
   job->params.constraint = r.output.spec;
+  job->params.draft_sources = std::move(draft_sources);
   job->prompt = std::move(prompt);
   job->deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.request_seconds));

@@ -1,4 +1,4 @@
-// The prompt cache's disk tier (engine/step/disk_tier.h) on its own: what
+// The prompt cache's disk tier (engine/cache/disk_tier.h) on its own: what
 // it writes it reads back; a file cut short, from another model, KV type,
 // split, rank count or format version, or with a damaged header or payload
 // gets one warning naming it and the reason (past the first few, one count)
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/step/disk_tier.h"
+#include "engine/cache/disk_tier.h"
 #include "tests/temp_path.h"
 
 namespace tps {
@@ -58,14 +58,22 @@ std::string name_of(int rank, int sliding, uint64_t key) {
   return name;
 }
 
+// What a start does with the blocks a tier offers: reads each (a file's
+// payload and checksum are read then, its header when the tier starts).
+void read_all(DiskTier& t) {
+  std::vector<uint8_t> got(std::max(kFull, kSliding));
+  for (const DiskTier::Block& b : t.blocks()) t.read(b, got.data());
+}
+
 TEST(DiskTier, WhatItWritesTheNextStartReadsBack) {
   const std::string dir = fresh_dir("disk-roundtrip");
   {
     DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
     ASSERT_TRUE(t.on());
-    t.write({0, 7}, payload(kFull, 1).data());
-    t.write({1, 7}, payload(kSliding, 2).data());
-    t.write({0, 7}, payload(kFull, 3).data());  // there already: not written again
+    t.write({BlockKind::full, 7}, payload(kFull, 1).data());
+    t.write({BlockKind::sliding, 7}, payload(kSliding, 2).data());
+    t.write({BlockKind::full, 7}, payload(kFull, 3).data());  // there already: not written again
+    t.flush();
     EXPECT_EQ(t.stats().written, 2);
     EXPECT_EQ(t.stats().files, 2);
   }
@@ -73,10 +81,10 @@ TEST(DiskTier, WhatItWritesTheNextStartReadsBack) {
   EXPECT_TRUE(t.warnings().empty());
   ASSERT_EQ(t.blocks().size(), 2u);
   std::vector<uint8_t> got(kFull);
-  ASSERT_TRUE(t.read({0, 7}, got.data()));
+  ASSERT_TRUE(t.read({BlockKind::full, 7}, got.data()));
   EXPECT_EQ(got, payload(kFull, 1));
   got.resize(kSliding);
-  ASSERT_TRUE(t.read({1, 7}, got.data()));
+  ASSERT_TRUE(t.read({BlockKind::sliding, 7}, got.data()));
   EXPECT_EQ(got, payload(kSliding, 2));
   fs::remove_all(dir);
 }
@@ -106,8 +114,8 @@ TEST(DiskTier, EachBadFileGetsOneWarningAndIsNeverUsed) {
     const uint64_t key = 100 + i;
     {
       DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
-      t.write({0, 1}, payload(kFull, 1).data());
-      t.write({0, key}, payload(kFull, 2).data());
+      t.write({BlockKind::full, 1}, payload(kFull, 1).data());
+      t.write({BlockKind::full, key}, payload(kFull, 2).data());
     }
     const std::string name = name_of(1, 0, key);
     std::vector<char> f = bytes_of(dir + "/" + name);
@@ -117,16 +125,18 @@ TEST(DiskTier, EachBadFileGetsOneWarningAndIsNeverUsed) {
     put(dir + "/" + name_of(0, 0, 5), {'x'});  // another rank's name: not this rank's to read
     put(dir + "/notes.txt", {'x'});
     DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
+    read_all(t);
     ASSERT_EQ(t.warnings().size(), 1u) << cases[i].reason;
-    const std::string& w = t.warnings()[0];
+    const std::string w = t.warnings()[0];
     EXPECT_NE(w.find(name), std::string::npos) << w;
     EXPECT_NE(w.find(cases[i].reason), std::string::npos) << w;
     EXPECT_NE(w.find("not used"), std::string::npos) << w;
-    EXPECT_FALSE(t.has({0, key}));
+    EXPECT_FALSE(t.has({BlockKind::full, key}));
     EXPECT_EQ(t.stats().bad_files, 1);
     ASSERT_EQ(t.blocks().size(), 1u);  // the good one
     EXPECT_EQ(t.blocks()[0].key, 1u);
-    t.write({0, key}, payload(kFull, 9).data());  // a foreign file of that name: left alone
+    t.write({BlockKind::full, key}, payload(kFull, 9).data());  // a foreign file of that name: left alone
+    t.flush();
     EXPECT_EQ(bytes_of(dir + "/" + name), f);
     EXPECT_EQ(t.stats().written, 0);
     fs::remove_all(dir);
@@ -140,19 +150,20 @@ TEST(DiskTier, AHeaderEditedOrAPayloadMovedUnderAnotherKeyIsRefused) {
   const std::string dir = fresh_dir("disk-moved");
   {
     DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
-    t.write({0, 1}, payload(kFull, 1).data());
-    t.write({0, 2}, payload(kFull, 2).data());
+    t.write({BlockKind::full, 1}, payload(kFull, 1).data());
+    t.write({BlockKind::full, 2}, payload(kFull, 2).data());
   }
   std::vector<char> moved = bytes_of(dir + "/" + name_of(1, 0, 1));
   reinterpret_cast<DiskHeader*>(moved.data())->key = 2;
   put(dir + "/" + name_of(1, 0, 2), moved);  // block 1's payload as block 2
   DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
-  EXPECT_FALSE(t.has({0, 2}));
+  read_all(t);
+  EXPECT_FALSE(t.has({BlockKind::full, 2}));
   ASSERT_EQ(t.warnings().size(), 1u);
   EXPECT_NE(t.warnings()[0].find(name_of(1, 0, 2)), std::string::npos) << t.warnings()[0];
   EXPECT_NE(t.warnings()[0].find("bad checksum"), std::string::npos) << t.warnings()[0];
   std::vector<uint8_t> got(kFull);
-  EXPECT_FALSE(t.read({0, 2}, got.data()));
+  EXPECT_FALSE(t.read({BlockKind::full, 2}, got.data()));
   fs::remove_all(dir);
 }
 
@@ -163,7 +174,8 @@ TEST(DiskTier, ManyBadFilesAreNamedFirstFewThenCounted) {
   constexpr int kBad = 40;
   {
     DiskTier t(dir, kMe, 1 << 20, kFull, kSliding);
-    for (int key = 1; key <= kBad; ++key) t.write({0, static_cast<uint64_t>(key)}, payload(kFull, key).data());
+    for (int key = 1; key <= kBad; ++key)
+      t.write({BlockKind::full, static_cast<uint64_t>(key)}, payload(kFull, key).data());
   }
   for (int key = 1; key <= kBad; ++key) {
     const std::string path = dir + "/" + name_of(1, 0, key);
@@ -177,7 +189,7 @@ TEST(DiskTier, ManyBadFilesAreNamedFirstFewThenCounted) {
   ASSERT_EQ(t.warnings().size(), static_cast<size_t>(kDiskBadFilesNamed + 1));
   for (int i = 0; i < kDiskBadFilesNamed; ++i)
     EXPECT_NE(t.warnings()[i].find("format version 2"), std::string::npos) << t.warnings()[i];
-  const std::string& count = t.warnings().back();
+  const std::string count = t.warnings().back();
   EXPECT_NE(count.find(std::to_string(kBad - kDiskBadFilesNamed) + " more"), std::string::npos) << count;
   EXPECT_NE(count.find(std::to_string(kBad) + " in all"), std::string::npos) << count;
   fs::remove_all(dir);
@@ -210,11 +222,12 @@ TEST(DiskTier, TheDirectoryStaysWithinItsCapLeastRecentlyUsedFirst) {
   put(dir + "/" + name_of(1, 0, 99), std::vector<char>(4096, 'z'));  // foreign, larger than the cap
   DiskTier t(dir, kMe, 3 * (sizeof(DiskHeader) + kFull), kFull, kSliding);
   ASSERT_EQ(t.warnings().size(), 1u);
-  for (uint64_t key : {1, 2, 3}) t.write({0, key}, payload(kFull, static_cast<int>(key)).data());
-  t.touch({0, 1});
-  t.write({0, 4}, payload(kFull, 4).data());
-  EXPECT_TRUE(t.has({0, 1}));
-  EXPECT_FALSE(t.has({0, 2}));
+  for (uint64_t key : {1, 2, 3}) t.write({BlockKind::full, key}, payload(kFull, static_cast<int>(key)).data());
+  t.touch({BlockKind::full, 1});
+  t.write({BlockKind::full, 4}, payload(kFull, 4).data());
+  t.flush();
+  EXPECT_TRUE(t.has({BlockKind::full, 1}));
+  EXPECT_FALSE(t.has({BlockKind::full, 2}));
   EXPECT_FALSE(fs::exists(dir + "/" + name_of(1, 0, 2)));
   EXPECT_TRUE(fs::exists(dir + "/" + name_of(1, 0, 99)));
   EXPECT_EQ(t.stats().files, 3);
@@ -234,7 +247,7 @@ TEST(DiskTier, ADirectoryThatCannotBeMadeOrWrittenTurnsItOffWithOneWarning) {
   EXPECT_FALSE(under_a_file.on());
   ASSERT_EQ(under_a_file.warnings().size(), 1u);
   EXPECT_NE(under_a_file.warnings()[0].find(file + "/cache"), std::string::npos) << under_a_file.warnings()[0];
-  under_a_file.write({0, 1}, payload(kFull, 1).data());  // nothing, quietly
+  under_a_file.write({BlockKind::full, 1}, payload(kFull, 1).data());  // nothing, quietly
   EXPECT_EQ(under_a_file.warnings().size(), 1u);
   fs::remove(file);
 
@@ -242,8 +255,9 @@ TEST(DiskTier, ADirectoryThatCannotBeMadeOrWrittenTurnsItOffWithOneWarning) {
   DiskTier gone(dir, kMe, 1 << 20, kFull, kSliding);
   ASSERT_TRUE(gone.on());
   fs::remove_all(dir);  // as a full or vanished disk: the write fails
-  gone.write({0, 1}, payload(kFull, 1).data());
-  gone.write({0, 2}, payload(kFull, 2).data());
+  gone.write({BlockKind::full, 1}, payload(kFull, 1).data());
+  gone.write({BlockKind::full, 2}, payload(kFull, 2).data());
+  gone.flush();
   EXPECT_FALSE(gone.on());
   EXPECT_EQ(gone.stats().write_failures, 1);
   ASSERT_EQ(gone.warnings().size(), 1u);

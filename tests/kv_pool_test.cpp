@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "engine/cache/kv_pool.h"
 #include "engine/kernels/kernel_set.h"
 #include "engine/kernels/layer_math.h"
-#include "engine/step/kv_pool.h"
 #include "runtime/thread_pool.h"
 
 namespace tps {
@@ -119,7 +119,7 @@ void expect_attention(bool sliding) {
       const int kv_heads = 3, heads = 11, width = kv_heads * hd, blocks = blocks_for(positions);
       const OneLayer layer(kv_heads, hd, sliding);
       KvPool pool(layer.config, layer.shard, type, sliding ? 0 : blocks + 3, sliding ? blocks + 3 : 0);
-      EXPECT_EQ(KvPool::block_bytes(layer.config, layer.shard, type, sliding),
+      EXPECT_EQ(KvPool::block_bytes(layer.config, layer.shard, type, kind_of_layer(sliding)),
                 kv_heads * (kv_key_block_bytes(type, hd) + kKvBlock * kv_value_bytes(type, hd)));
       std::vector<int32_t> table(blocks);  // block numbers out of order in the pool
       for (int b = 0; b < blocks; ++b) table[b] = (b * 7 + 3) % (blocks + 3);

@@ -7,6 +7,8 @@
 set(tps_room_probes
   "kernels_includes_step        tps_kernels           engine/step/forward.h"
   "kernels_includes_gguf        tps_kernels           -"
+  "cache_includes_sched         tps_cache             engine/sched/scheduler.h"
+  "step_includes_cache          tps_step              -"
   "serve_http_includes_api      tps_serve_http        serve/api/job.h"
   "serve_api_includes_chat      tps_serve_api         serve/chat/chat_request.h"
   "serve_chat_includes_responses tps_serve_chat       serve/responses/response_store.h"

@@ -9,9 +9,9 @@
 #include <numeric>
 #include <set>
 
-#include "engine/sched/block_manager.h"
+#include "engine/cache/block_manager.h"
+#include "engine/cache/tier_index.h"
 #include "engine/sched/scheduler.h"
-#include "engine/sched/tier_index.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -327,7 +327,7 @@ TEST(Scheduler, TheRamTierSavesWhatThePoolReusesAndRestoresItInTheStep) {
   step(s, batch);
   std::map<int, int> saved;  // block -> slot
   for (const BlockCopy& c : batch.copies)
-    if (!c.sliding) {
+    if (c.kind == BlockKind::full) {
       EXPECT_EQ(c.to_tier, 1);
       saved[c.block] = c.slot;
     }
@@ -340,14 +340,15 @@ TEST(Scheduler, TheRamTierSavesWhatThePoolReusesAndRestoresItInTheStep) {
   int loads = 0;
   for (size_t i = 0; i < batch.copies.size(); ++i) {
     const BlockCopy& c = batch.copies[i];
-    if (c.sliding || c.to_tier) continue;
+    if (c.kind == BlockKind::sliding || c.to_tier) continue;
     ++loads;
     EXPECT_TRUE(std::count(s.sequence(a2).full.begin(), s.sequence(a2).full.end(), c.block));
     bool was_a_slot = false;
     for (auto [block, slot] : saved) was_a_slot |= slot == c.slot;
     EXPECT_TRUE(was_a_slot) << c.slot;
     for (size_t j = 0; j < i; ++j)  // no save into it before it is read
-      EXPECT_FALSE(batch.copies[j].to_tier && !batch.copies[j].sliding && batch.copies[j].slot == c.slot);
+      EXPECT_FALSE(batch.copies[j].to_tier && batch.copies[j].kind == BlockKind::full &&
+                   batch.copies[j].slot == c.slot);
   }
   EXPECT_EQ(loads, 2);
   EXPECT_EQ(s.tier_stats().restored, 2);  // (the window's sliding block stayed: that pool has room)

@@ -175,9 +175,12 @@ void expect_as_plain(float temperature, KvType kv_type) {
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(by_cost[i] == plain[i]) << "sequence " << i;
 }
 
-TEST(Speculation, GreedyGivesPlainDecodingsTokensWithEveryKvType) {
-  for (KvType t : {KvType::f32, KvType::bf16, KvType::q8_0, KvType::q4_0}) expect_as_plain(0, t);  // f16: below
-}
+class KvTypes : public ::testing::TestWithParam<KvType> {};
+
+TEST_P(KvTypes, GreedyGivesPlainDecodingsTokens) { expect_as_plain(0, GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Speculation, KvTypes,  // f16: sampled, below
+                         ::testing::Values(KvType::f32, KvType::bf16, KvType::q8_0, KvType::q4_0),
+                         [](const ::testing::TestParamInfo<KvType>& p) { return kv_type_name(p.param); });
 TEST(Speculation, SampledGivesPlainDecodingsDraws) { expect_as_plain(0.8f, kDefaultKvType); }
 
 // Held to a constraint, a draft's rows are masked as the constraint stands

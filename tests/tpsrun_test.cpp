@@ -89,7 +89,8 @@ TEST(Tpsrun, BadInputIsAClearError) {
   expect_bad_input("-p x --kv-type q4_1", "--kv-type: 'q4_1': expected f32, f16, bf16, q8_0 or q4_0");
   expect_bad_input("-p x --quantize attn=q9", "'q9' is not a type tps quantizes to (expected one of q8_0");
   expect_bad_input("-p x --ctx 1000000", "--ctx 1000000: more than the model's context length of 131072");
-  expect_bad_input("-p x --cache-dir /tmp/x", "--cache-dir /tmp/x needs --cache-ram");
+  expect_bad_input("-p x --cache-ram 0 --cache-dir /tmp/x", "--cache-dir /tmp/x with --cache-ram 0: the disk tier");
+  expect_bad_input("-p x --no-prefix-cache --cache-dir /tmp/x", "does nothing with --no-prefix-cache");
   // A step of 2^31 - 1 tokens: its sizes counted in 64 bits (they wrapped,
   // to a KV cache of "16777215.8 TiB", and --ctx was named), past what a
   // pool counts; of 10^8, past the rank's memory; --batch named each time.
@@ -107,6 +108,28 @@ TEST(Tpsrun, BadInputIsAClearError) {
 // Each mode takes the groups of options it uses (launch/run_options.h) and
 // refuses the others, naming the option and the mode; an option of a group
 // it uses is never refused so. (The allowed runs fail on the missing model.)
+// --cache-dir alone: a RAM tier of its default size (said at start), and
+// the pool's blocks on disk at the end, loaded back by the next run.
+TEST(Tpsrun, CacheDirAloneGetsADefaultRamTier) {
+  const std::string dir = testing::temp_path("tpsrun-cache-dir");
+  std::filesystem::remove_all(dir);
+  const std::string prompt =
+      "The disk tier keeps the blocks of this prompt, which is long enough to fill a few of "
+      "them, for the next run of the same model to load back into its RAM tier at start.";
+  const std::string run = tpsrun("-p '" + prompt + "' -n 2 --temp 0 --cache-dir " + dir);
+  auto first = run_tool(run);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("prompt cache RAM tier (for --cache-dir, a quarter of what the rank's memory leaves"),
+            std::string::npos)
+      << first.err;
+  EXPECT_FALSE(std::filesystem::is_empty(dir));
+  auto again = run_tool(run);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err.find(" 0 blocks loaded"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find(" blocks loaded into the RAM tier"), std::string::npos) << again.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Tpsrun, EachModeRefusesTheOptionsItDoesNotUse) {
   const std::vector<std::pair<std::string, std::string>> groups = {{"model", "--ctx 64"},
                                                                    {"sequences", "--parallel 2"},

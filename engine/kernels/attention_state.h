@@ -7,7 +7,7 @@
 //
 // States of chunks of a fixed number of positions, merged in chunk order,
 // give the same bits whichever thread computed each chunk: what keeps
-// attention split-invariant (engine/step/kv_pool.h).
+// attention split-invariant (engine/cache/kv_pool.h).
 #pragma once
 
 #include <cstdint>

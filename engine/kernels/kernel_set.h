@@ -6,7 +6,7 @@
 //   float weights (F32, F16, BF16) x float activations, a row at a time;
 // the experts' activation between their two products, elementwise; and
 // attention over a KV cache a chunk of positions at a time
-// (engine/step/kv_pool.h).
+// (engine/cache/kv_pool.h).
 // The scalar set is the reference every other set is tested against.
 #pragma once
 

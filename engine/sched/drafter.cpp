@@ -1,6 +1,10 @@
 #include "engine/sched/drafter.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/text/harmony.h"
 
 namespace tps {
 
@@ -97,6 +101,40 @@ Proposal DraftCorpus::follow(std::span<const int32_t> tokens, int most) const {
     p.tokens.push_back(tokens_[at]);
   p.matched = Drafter::matched(tokens_, static_cast<size_t>(found->second), tokens, tokens.size());
   return p;
+}
+
+void StepCostFit::add(double tokens, double seconds) {
+  constexpr double kKeep = 0.99;  // a step's weight after each later one: the last few hundred count
+  w = kKeep * w + 1, n = kKeep * n + tokens, t = kKeep * t + seconds;
+  nn = kKeep * nn + tokens * tokens, nt = kKeep * nt + tokens * seconds;
+}
+
+bool StepCostFit::line(double& fixed, double& per_token) const {
+  const double spread = w * nn - n * n;
+  if (w < 2 || spread <= 1e-6 * w * w) return false;
+  per_token = (w * nt - n * t) / spread;
+  fixed = (t - per_token * n) / w;
+  return per_token > 0 && fixed > 0;
+}
+
+std::vector<std::vector<int32_t>> escaped_messages(std::span<const int32_t> prompt, const Tokenizer& tok) {
+  constexpr size_t kLong = 32;  // tokens: shorter messages are rarely written back
+  std::vector<std::vector<int32_t>> out;
+  for (size_t at = 0; at < prompt.size(); ++at) {
+    if (prompt[at] != harmony::kMessage) continue;
+    size_t end = at + 1;
+    while (end < prompt.size() && prompt[end] != harmony::kEnd && prompt[end] != harmony::kCall &&
+           prompt[end] != harmony::kReturn && prompt[end] != harmony::kStart)
+      ++end;
+    if (end - at - 1 >= kLong) {
+      const std::string text = tok.decode(prompt.subspan(at + 1, end - at - 1));
+      const std::string quoted = nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (quoted.size() - 2 != text.size() || quoted.compare(1, text.size(), text) != 0)  // something was escaped
+        out.push_back(tok.encode(std::string_view(quoted).substr(1, quoted.size() - 2)));
+    }
+    at = end;
+  }
+  return out;
 }
 
 }  // namespace tps

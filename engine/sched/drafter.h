@@ -25,6 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/text/tokenizer.h"
+
 namespace tps {
 
 // A proposal: tokens, and how many tokens before it matched (at least kMatch).
@@ -57,6 +59,16 @@ class DraftCorpus {
 // `token_cost` decode steps and gives 1 + a + ... + a^k tokens when each is
 // taken with chance `a`. 0: drafting does not pay.
 int draft_length(double a, double token_cost, int most);
+
+// A least-squares line through steps' (tokens, seconds), each step's weight
+// decaying: what a step costs, fixed and per token (the generator fits its
+// decode steps; draft_length's token_cost is per_token over a step's).
+struct StepCostFit {
+  double w = 0, n = 0, t = 0, nn = 0, nt = 0;
+  void add(double tokens, double seconds);
+  // False until steps of several sizes were seen, or for a line that makes no sense.
+  bool line(double& fixed, double& per_token) const;
+};
 
 class Drafter {
  public:
@@ -91,5 +103,11 @@ class Drafter {
   DraftCorpus sources_{kSourceTokens};
   static constexpr int64_t kSourceTokens = 1 << 20;  // bounds a sequence's sources (its prompt bounds them first)
 };
+
+// The long messages of a harmony prompt (a tool's output, a file pasted),
+// JSON-escaped and tokenized, where escaping changed them: a tool call's
+// arguments that write them back quote them so, and tokenize them
+// otherwise. What a sequence's Drafter takes as sources (add_source).
+std::vector<std::vector<int32_t>> escaped_messages(std::span<const int32_t> prompt, const Tokenizer& tokenizer);
 
 }  // namespace tps

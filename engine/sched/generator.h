@@ -15,66 +15,26 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/cache/prompt_cache.h"
 #include "engine/model/model.h"
 #include "engine/sched/constraint.h"
+#include "engine/sched/drafter.h"
+#include "engine/sched/generator_options.h"
 #include "engine/sched/pick.h"
 #include "engine/sched/scheduler.h"
 #include "engine/sched/sequence_end.h"
-#include "engine/step/disk_tier.h"
+#include "engine/sched/step_plan.h"
 #include "engine/step/forward.h"
-#include "engine/step/kv_pool.h"
-#include "engine/step/ram_tier.h"
 #include "engine/text/harmony.h"
 #include "runtime/clock.h"
 #include "runtime/exchange.h"
 #include "runtime/thread_pool.h"
 
 namespace tps {
-
-// The most drafted tokens a sequence checks a step with speculation on
-// (--speculate auto); the drafter's own length adapts below it.
-constexpr int kAutoDraftTokens = 16;
-// The ended sequences' tokens rank 0 keeps for drafts to come from
-// (DraftCorpus: about 44 bytes a token, so 11 MiB).
-constexpr int64_t kDraftCorpusTokens = 1 << 18;
-
-struct GeneratorOptions {
-  int max_sequences = 1;  // running at once
-  int step_tokens = 512;  // per step
-  int context = 4096;     // positions per sequence
-  int kv_positions = 0;   // the full-attention pool, in positions (0: context x max_sequences) ...
-  uint64_t kv_bytes = 0;  // ... or the whole pool's bytes on each rank
-  bool prefix_reuse = true;
-  uint64_t cache_ram_bytes = 0;     // the prompt cache's RAM tier on each rank (--cache-ram; 0: none)
-  std::string cache_dir;            // its disk tier (--cache-dir; "": none), within cache_ram_bytes per rank
-  KvType kv_type = kDefaultKvType;  // the KV pool's keys and values (kernels/kv_format.h)
-  int draft_tokens = 0;             // speculation: the most drafted tokens a sequence checks a step (0: none) ...
-  bool draft_by_cost = false;       // ... as many as pay by the measured step cost (else every proposal)
-  bool yarn_truncate = false;
-  const KernelSet* kernels = nullptr;
-};
-
-// The scheduler's options and so the KV pool for these options on a rank
-// with this shard (what the Generator uses; tpstopo --model shows it), and
-// the bytes of that pool. Throws InputError for options that cannot work.
-SchedulerOptions scheduler_options(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
-uint64_t kv_pool_bytes(const SchedulerOptions& options, KvType type, const ModelConfig& config, const Shard& shard);
-// All a Generator with these options allocates on such a rank, whatever its
-// threads: the KV pool, the forward pass's buffers, the logits and the RAM
-// tier at its cap (the block tables' bookkeeping, under 1% of the pool,
-// aside). From the shapes alone, so a launcher can check it against the
-// rank's memory first.
-uint64_t generator_bytes(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
-// The RAM tier's size on such a rank, in units of kTierFullPerSliding full
-// blocks and one sliding block (a cached prefix keeps all its full blocks
-// but only its last window's sliding ones), so that units x a unit's bytes
-// stay within cache_ram_bytes. The Generator takes the least of every rank's.
-constexpr int kTierFullPerSliding = 8;
-uint64_t tier_unit_bytes(KvType type, const ModelConfig& config, const Shard& shard);
-int tier_units(const GeneratorOptions& options, const ModelConfig& config, const Shard& shard);
 
 // What a sequence asks for besides its prompt. The generator ends it at its
 // stop tokens, at max_new_tokens, or when the context is full.
@@ -88,12 +48,17 @@ struct SequenceParams {
   // whatever the logits say -- decoded step by step, or drafted and checked,
   // as generation would. Empty: none.
   std::vector<int32_t> forced;
+  // Texts a draft may come from besides the sequence's own (drafter.h's
+  // escaped_messages of the prompt, which add() computes when not given: a
+  // server gives them, computed on its request thread, off the engine loop).
+  std::optional<std::vector<std::vector<int32_t>>> draft_sources;
 };
 
 class Generator {
  public:
-  // Collective: every rank with the same options. Sizes the KV pool; with
-  // a disk tier (cache_dir), loads its saved blocks into the RAM tier.
+  // Collective: every rank with the same options (generator_options.h).
+  // Sizes the KV pool; with a disk tier (cache_dir), loads its saved blocks
+  // into the RAM tier.
   Generator(const Model& model, ThreadPool& pool, Exchange& exchange, const GeneratorOptions& options);
 
   // Rank 0: a new sequence, which waits for a place; returns its id. Throws
@@ -149,24 +114,16 @@ class Generator {
   const Scheduler& scheduler() const { return scheduler_; }
   // The compiled constraints (rank 0's validates a request's before it is added).
   ConstraintCache& constraints() { return constraint_cache_; }
-  const KvPool& kv() const { return kv_; }
-  const RamTier& tier() const { return tier_; }
-  const DiskTier& disk() const { return disk_; }
+  const KvPool& kv() const { return cache_.kv(); }
+  const RamTier& tier() const { return cache_.tier(); }
+  const DiskTier& disk() const { return cache_.disk(); }
 
  private:
-  struct Join {
-    int32_t seq, top_logprobs, max_new_tokens;  // max_new_tokens: what its constraint's analysis budget leaves room in
-    SamplerParams sampler;
-  };
-  struct Plan;
   void run_together(const Events& events);
   void run_pipeline_first(const Events& events);
   void run_pipeline_stage();
-  void apply(const Plan& plan);
-  void load_disk_tier(Clock::time_point started);  // started: before the tier's files were checked
-  void save_pool_to_disk();
-  void copy_blocks(const std::vector<BlockCopy>& copies);
-  Plan make_plan(bool stop);
+  void apply(const StepPlan& plan);
+  StepPlan make_plan(bool stop);
   void tell_waiting(const Events& events);
   // A token chosen for a sequence (as a pipeline's last rank sends it back).
   struct Chosen {
@@ -186,35 +143,30 @@ class Generator {
   Exchange& exchange_;
   Exchange alone_;
   ForwardPass pass_;
-  KvPool kv_;
-  RamTier tier_;
-  DiskTier disk_;
-  bool disk_asked_ = false;               // --cache-dir given, with a RAM tier: the same on every rank
-  Scheduler scheduler_;                   // rank 0's
-  std::map<int, SequenceParams> params_;  // rank 0: of every sequence added
-  std::map<int, Sampler> samplers_;       // by sequence: on every rank that samples
-  std::map<int, int> alternatives_;       // top_logprobs by sequence, where samplers are
+  PromptCache cache_;
+  Scheduler scheduler_;  // rank 0's
   ConstraintCache constraint_cache_;
-  std::map<int, SequenceConstraint> constraints_;  // by sequence, where samplers are
-  std::vector<int> leaving_;                       // rank 0: finished since the last plan
-  std::map<int, std::string> told_;                // rank 0: the wait reason last told per sequence
-  struct Forced {
-    std::vector<int32_t> tokens;
-    size_t next = 0;
+  // Rank 0's of each sequence added: what it asked, the wait reason last told.
+  struct Added {
+    SequenceParams params;
+    std::string told;
   };
-  std::map<int, Forced> forced_;  // by sequence, where samplers are
-  std::vector<float> logits_;     // [max_sequences][the rank's vocabulary rows]
+  std::map<int, Added> added_;
+  std::vector<int> leaving_;  // rank 0: finished since the last plan
+  // What each rank that samples follows of a running sequence.
+  struct Sampled {
+    Sampled(const SamplerParams& params, int top_logprobs) : sampler(params), alternatives(top_logprobs) {}
+    Sampler sampler;
+    int alternatives = 0;  // top_logprobs
+    std::optional<SequenceConstraint> constraint;
+    std::vector<int32_t> forced;  // a replay's tokens, and the next one's index
+    size_t next_forced = 0;
+  };
+  std::map<int, Sampled> sampled_;
+  std::vector<float> logits_;  // [logit rows][the rank's vocabulary rows]
   Batch batch_;
   Stats stats_;
-  // A least-squares line through the decode steps' (tokens, seconds), each
-  // step's weight decaying: what a step costs per token (rank 0's scheduler
-  // sizes drafts by it).
-  struct StepCostFit {
-    double w = 0, n = 0, t = 0, nn = 0, nt = 0;
-    void add(double tokens, double seconds);
-    bool line(double& fixed, double& per_token) const;
-  };
-  StepCostFit step_cost_;
+  StepCostFit step_cost_;  // of the decode steps: rank 0's scheduler sizes drafts by it
   // At the end of the last step counted: what the next step adds is its own.
   StepTimings counted_;
   double counted_sampling_ = 0, counted_exchange_ = 0;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <climits>
 
-#include "engine/sched/prefix_key.h"
-#include "engine/step/kv_pool.h"
+#include "engine/cache/kv_pool.h"
+#include "engine/cache/prefix_key.h"
 #include "runtime/error.h"
 
 namespace tps {
@@ -205,7 +205,8 @@ void Scheduler::restore(Sequence& s, const std::vector<Restore>& restores) {
     const int id = allocate(r.kind);
     (full ? s.full : s.sliding)[r.index] = id;
     --(full ? s.full_promised : s.sliding_promised);
-    copies_.push_back(BlockCopy{.sliding = !full, .block = id, .slot = r.slot, .to_tier = 0, .key = r.key});
+    copies_.push_back(BlockCopy{
+        .kind = full ? BlockKind::full : BlockKind::sliding, .block = id, .slot = r.slot, .to_tier = 0, .key = r.key});
     blocks_.cache(r.kind, id, r.key);
     s.restored += full ? kKvBlock : 0;
     ++tier_stats_.restored;
@@ -220,8 +221,7 @@ int Scheduler::allocate(BlockKind k) {
   if (tier_.slots(k) > 0 && blocks_.last_evicted(key)) {
     const int slot = tier_.place(k, key);
     if (slot >= 0) {
-      copies_.push_back(
-          BlockCopy{.sliding = k == BlockKind::sliding, .block = id, .slot = slot, .to_tier = 1, .key = key});
+      copies_.push_back(BlockCopy{.kind = k, .block = id, .slot = slot, .to_tier = 1, .key = key});
       ++tier_stats_.saved;
     }
   }

@@ -12,7 +12,7 @@
 // and a sliding window's worth of sliding blocks (a shared headroom covers
 // what a prompt chunk needs beyond the window). Until then it waits, and
 // says why. Its prompt first reuses the longest prefix of whole blocks the
-// prefix cache holds (engine/sched/block_manager.h), keeping at least one
+// prefix cache holds (engine/cache/block_manager.h), keeping at least one
 // token to compute; sliding blocks older than the window go back as it
 // moves on, and when it ends its last window's stay cached beside its full
 // blocks, so that a next turn that repeats its answer (an agent's, sent back
@@ -30,7 +30,7 @@
 // written again by the steps that compute them for real, and the sliding
 // blocks only they reached go back.
 //
-// With a RAM tier (engine/sched/tier_index.h), a cached block the pool is
+// With a RAM tier (engine/cache/tier_index.h), a cached block the pool is
 // about to reuse is saved to it first, and a prefix block the pool lacks
 // but the tier has is allocated and copied back: the step carries those
 // copies (Batch::copies), and the prompt computes only the rest.
@@ -42,9 +42,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/sched/block_manager.h"
+#include "engine/cache/block_manager.h"
+#include "engine/cache/tier_index.h"
 #include "engine/sched/drafter.h"
-#include "engine/sched/tier_index.h"
 #include "engine/step/batch.h"
 
 namespace tps {
@@ -53,7 +53,7 @@ struct SchedulerOptions {
   int max_sequences = 1;  // running at once (--parallel)
   int step_tokens = 512;  // per step (--batch)
   int context = 4096;     // positions per sequence (--ctx)
-  int full_blocks = 0;    // the KV pool (engine/step/kv_pool.h)
+  int full_blocks = 0;    // the KV pool (engine/cache/kv_pool.h)
   int sliding_blocks = 0;
   int window = 128;  // the model's sliding window
   int stages = 1;    // steps in flight at once (pipeline stages)

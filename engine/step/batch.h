@@ -1,7 +1,7 @@
 // One forward step's work: runs of consecutive positions of several
 // sequences -- the next token of every decoding sequence and chunks of
 // prompts -- with, for each, where its keys and values live in the rank's
-// KV pool (engine/step/kv_pool.h). Plain arrays, so that rank 0 can send a
+// KV pool (engine/cache/kv_pool.h). Plain arrays, so that rank 0 can send a
 // step to the other ranks as it is.
 #pragma once
 
@@ -9,13 +9,9 @@
 #include <span>
 #include <vector>
 
-namespace tps {
+#include "engine/cache/kv_block.h"
 
-// Positions per KV block: the unit of the pool, of the block tables and of
-// prefix reuse (the key block of the attention kernels).
-constexpr int kKvBlock = 16;
-// (In 64 bits: positions + 15 overflowed int for a --batch near 2^31.)
-inline int blocks_for(int positions) { return static_cast<int>((int64_t{positions} + kKvBlock - 1) / kKvBlock); }
+namespace tps {
 
 struct BatchEntry {
   int32_t seq = 0;               // the caller's sequence number
@@ -29,18 +25,6 @@ struct BatchEntry {
   // entry's tokens see.
   int32_t full_at = 0, full_count = 0;
   int32_t sliding_at = 0, sliding_count = 0, sliding_block0 = 0;
-};
-
-// A block's pages copied between the KV pool and the rank's RAM tier of the
-// prompt cache (engine/step/ram_tier.h) before a step runs: every rank does
-// the step's copies, in order, on its own share, so the tiers of all ranks
-// hold the same keys in the same slots.
-struct BlockCopy {
-  int32_t sliding = 0;  // the block's kind: 0 full-attention, 1 sliding-window
-  int32_t block = 0;    // its id in the pool
-  int32_t slot = 0;     // its slot in the tier
-  int32_t to_tier = 0;  // 1: pool -> tier (the block is about to be reused); 0: tier -> pool
-  uint64_t key = 0;     // its prefix key (what names its file in the disk tier, engine/step/disk_tier.h)
 };
 
 struct Batch {

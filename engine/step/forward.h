@@ -28,10 +28,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cache/kv_pool.h"
 #include "engine/kernels/matmul.h"
 #include "engine/model/model.h"
 #include "engine/step/batch.h"
-#include "engine/step/kv_pool.h"
 #include "engine/step/moe.h"
 #include "engine/step/rope.h"
 #include "engine/step/step_timings.h"

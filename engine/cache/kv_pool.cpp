@@ -1,4 +1,4 @@
-#include "engine/step/kv_pool.h"
+#include "engine/cache/kv_pool.h"
 
 #include <algorithm>
 #include <cassert>
@@ -14,15 +14,15 @@ int64_t page_bytes(const ModelConfig& c, const Shard& s, KvType type) {
   return static_cast<int64_t>(s.share.kv_heads.size()) *
          (kv_key_block_bytes(type, hd) + int64_t{kKvBlock} * kv_value_bytes(type, hd));
 }
-int layers_of_kind(const ModelConfig& c, const Shard& s, bool sliding) {
+int layers_of_kind(const ModelConfig& c, const Shard& s, BlockKind kind) {
   int n = 0;
-  for (int64_t l = s.share.layers.begin; l < s.share.layers.end; ++l) n += c.is_sliding_layer(l) == sliding;
+  for (int64_t l = s.share.layers.begin; l < s.share.layers.end; ++l) n += kind_of_layer(c.is_sliding_layer(l)) == kind;
   return n;
 }
 }  // namespace
 
-uint64_t KvPool::block_bytes(const ModelConfig& c, const Shard& s, KvType type, bool sliding) {
-  return page_bytes(c, s, type) * layers_of_kind(c, s, sliding);
+uint64_t KvPool::block_bytes(const ModelConfig& c, const Shard& s, KvType type, BlockKind kind) {
+  return page_bytes(c, s, type) * layers_of_kind(c, s, kind);
 }
 
 KvPool::KvPool(const ModelConfig& c, const Shard& s, KvType type, int full_blocks, int sliding_blocks)
@@ -35,10 +35,11 @@ KvPool::KvPool(const ModelConfig& c, const Shard& s, KvType type, int full_block
       value_bytes_(kv_value_bytes(type, hd_)),
       page_bytes_(page_bytes(c, s, type)),
       place_(c.n_layer),
-      memory_(block_bytes(c, s, type, false) * full_blocks + block_bytes(c, s, type, true) * sliding_blocks) {
+      memory_(block_bytes(c, s, type, BlockKind::full) * full_blocks +
+              block_bytes(c, s, type, BlockKind::sliding) * sliding_blocks) {
   int64_t pages = 0;
   for (int64_t l = s.share.layers.begin; l < s.share.layers.end; ++l) {
-    place_[l].first_page = pages, place_[l].sliding = c.is_sliding_layer(l);
+    place_[l].first_page = pages, place_[l].kind = kind_of_layer(c.is_sliding_layer(l));
     pages += c.is_sliding_layer(l) ? sliding_blocks : full_blocks;
   }
 }
@@ -58,17 +59,17 @@ void KvPool::store(int layer, int block, int lane, const float* k, const float* 
   }
 }
 
-void KvPool::copy_out(bool sliding, int block, uint8_t* to) const {
+void KvPool::copy_out(BlockKind kind, int block, uint8_t* to) const {
   for (size_t l = 0; l < place_.size(); ++l)
-    if (place_[l].first_page >= 0 && place_[l].sliding == sliding) {
+    if (place_[l].first_page >= 0 && place_[l].kind == kind) {
       std::memcpy(to, page(static_cast<int>(l), block), page_bytes_);
       to += page_bytes_;
     }
 }
 
-void KvPool::copy_in(bool sliding, int block, const uint8_t* from) {
+void KvPool::copy_in(BlockKind kind, int block, const uint8_t* from) {
   for (size_t l = 0; l < place_.size(); ++l)
-    if (place_[l].first_page >= 0 && place_[l].sliding == sliding) {
+    if (place_[l].first_page >= 0 && place_[l].kind == kind) {
       std::memcpy(page(static_cast<int>(l), block), from, page_bytes_);
       from += page_bytes_;
     }

@@ -1,8 +1,8 @@
 // A rank's RAM tier of the prompt cache: KV blocks the pool let go, kept in
 // host memory in numbered slots (the rank's share only: its layers and KV
 // heads, in its own memory, as its memory policy places it). Rank 0's
-// scheduler decides which key lives in which slot (engine/sched/tier_index.h)
-// and sends each step's copies with the step (engine/step/batch.h); every
+// scheduler decides which key lives in which slot (engine/cache/tier_index.h)
+// and sends each step's copies with the step (engine/cache/kv_block.h); every
 // rank does them alike, so the slots mean the same keys on every rank.
 //
 // A slot is allocated the first time it is written and kept: the tier's
@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/step/batch.h"
-#include "engine/step/kv_pool.h"
+#include "engine/cache/kv_block.h"
+#include "engine/cache/kv_pool.h"
 
 namespace tps {
 
@@ -29,10 +29,10 @@ class RamTier {
   void apply(std::span<const BlockCopy> copies, KvPool& kv);
   // A slot's bytes, allocated at the first call (to be written: a block
   // loaded from the disk tier at start), or null when never written.
-  uint8_t* fill(bool sliding, int slot);
-  const uint8_t* data(bool sliding, int slot) const { return slots_[sliding ? 1 : 0].at(slot).get(); }
-  uint64_t block_bytes(bool sliding) const { return block_bytes_[sliding ? 1 : 0]; }
-  int slots(bool sliding) const { return static_cast<int>(slots_[sliding ? 1 : 0].size()); }
+  uint8_t* fill(BlockKind k, int slot);
+  const uint8_t* data(BlockKind k, int slot) const { return slots_[int(k)].at(slot).get(); }
+  uint64_t block_bytes(BlockKind k) const { return block_bytes_[int(k)]; }
+  int slots(BlockKind k) const { return static_cast<int>(slots_[int(k)].size()); }
   // Bytes allocated so far, and at most (every slot written).
   uint64_t bytes() const { return bytes_; }
   uint64_t capacity() const { return block_bytes_[0] * slots_[0].size() + block_bytes_[1] * slots_[1].size(); }

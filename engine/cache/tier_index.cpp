@@ -1,4 +1,4 @@
-#include "engine/sched/tier_index.h"
+#include "engine/cache/tier_index.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
-// Rank 0's index of the prompt cache's RAM tier (engine/step/ram_tier.h):
-// which prefix key (engine/sched/prefix_key.h) each slot holds, per kind of
+// Rank 0's index of the prompt cache's RAM tier (engine/cache/ram_tier.h):
+// which prefix key (engine/cache/prefix_key.h) each slot holds, per kind of
 // block, least recently used first. When the pool is about to reuse a
 // cached block, its key gets a slot (the least recently used one's key
 // leaves the tier); when a prefix lookup misses the pool but finds its key
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/sched/block_manager.h"
+#include "engine/cache/block_manager.h"
 
 namespace tps {
 

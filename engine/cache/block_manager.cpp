@@ -1,4 +1,4 @@
-#include "engine/sched/block_manager.h"
+#include "engine/cache/block_manager.h"
 
 #include "runtime/error.h"
 

@@ -1,5 +1,5 @@
 // The keys and values of every sequence a rank runs, in blocks of kKvBlock
-// positions (engine/step/batch.h), and the attention of query heads over
+// positions (engine/cache/kv_block.h), and the attention of query heads over
 // them (spec §2.3): scores q.k / sqrt(head_dim) over the visible positions,
 // a softmax with the head's sink, the weighted sum of values.
 //
@@ -26,11 +26,11 @@
 #include <span>
 #include <vector>
 
+#include "engine/cache/kv_block.h"
 #include "engine/kernels/attention_state.h"
 #include "engine/kernels/kernel_set.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weights.h"
-#include "engine/step/batch.h"
 #include "runtime/page_buffer.h"
 
 namespace tps {
@@ -72,10 +72,10 @@ class KvPool {
   // heads, stored as `type`).
   KvPool(const ModelConfig& config, const Shard& shard, KvType type, int full_blocks, int sliding_blocks);
 
-  int blocks(bool sliding) const { return sliding ? sliding_blocks_ : full_blocks_; }
+  int blocks(BlockKind k) const { return k == BlockKind::sliding ? sliding_blocks_ : full_blocks_; }
   KvType type() const { return type_; }
   // Bytes one block takes in all the shard's layers of its kind, and the pool's.
-  static uint64_t block_bytes(const ModelConfig& config, const Shard& shard, KvType type, bool sliding);
+  static uint64_t block_bytes(const ModelConfig& config, const Shard& shard, KvType type, BlockKind kind);
   uint64_t bytes() const { return memory_.size(); }
 
   // Stores one position's keys and values, each [kv heads][head_dim], at
@@ -87,8 +87,8 @@ class KvPool {
   // One block's pages in all the shard's layers of its kind, packed in layer
   // order (block_bytes of them): out to the prompt cache's RAM tier before
   // the block is reused, and back in when a prefix returns.
-  void copy_out(bool sliding, int block, uint8_t* to) const;
-  void copy_in(bool sliding, int block, const uint8_t* from);
+  void copy_out(BlockKind kind, int block, uint8_t* to) const;
+  void copy_in(BlockKind kind, int block, const uint8_t* from);
 
   // The attention state (kernels/attention_state.h) of query heads h in
   // [0, heads) (q [heads][head_dim]), which share kv head g, over positions
@@ -129,7 +129,7 @@ class KvPool {
 
   struct Place {
     int64_t first_page = -1;  // of the layer's pages in memory_; -1: not the shard's
-    bool sliding = false;
+    BlockKind kind = BlockKind::full;
   };
   KvType type_ = KvType::f32;
   int kv_heads_ = 0, hd_ = 0, full_blocks_ = 0, sliding_blocks_ = 0;

@@ -1,5 +1,5 @@
 // A rank's disk tier of the prompt cache (--cache-dir): every block that
-// enters the RAM tier (engine/step/ram_tier.h) is also written to a file of
+// enters the RAM tier (engine/cache/ram_tier.h) is also written to a file of
 // its own in the directory, so that the next start can load the blocks back
 // into the RAM tier and a restart re-prefills nothing of a saved prefix.
 //
@@ -17,20 +17,35 @@
 // only files this tier validated or wrote are its own. The first few such
 // files get a warning each naming it and the reason, the rest one line with
 // their count (a directory of another version's files is one warning, not
-// thousands). The temporaries of this rank's interrupted writes (a kill
-// between create and rename leaves NAME.tpskv.tmp-XXXXXX) are removed at
-// start: a directory is one run's at a time, as the cap already assumes. A
+// thousands). Each file is read once at start: its header when the
+// directory is listed, its payload (and so the checksum) when it is loaded;
+// a file whose payload fails then is bad like the others. The temporaries
+// of this rank's interrupted writes (a kill between create and rename
+// leaves NAME.tpskv.tmp-XXXXXX) are removed at start: a directory is one
+// run's at a time, as the cap already assumes. A
 // directory that cannot be made or written turns the tier off with one
 // warning; generation goes on with the RAM tier alone.
+//
+// Writes happen behind the steps: write() and touch() queue the block's
+// bytes (a copy) for the tier's writer thread, which does them in order, so
+// a step never waits for a file unless the queue already holds
+// kDiskQueueBytes (then it waits for room: every block that enters the RAM
+// tier is still written). flush() waits until the queue is done.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "engine/cache/kv_block.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/kv_format.h"
 #include "topology/model_shape.h"
@@ -57,7 +72,7 @@ struct DiskHeader {
   char magic[8];
   uint32_t version, kv_type;
   uint64_t model;
-  uint32_t ranks, split, rank, sliding;
+  uint32_t ranks, split, rank, kind;  // kind: BlockKind's number
   uint64_t key, payload_bytes, checksum;
 };
 static_assert(sizeof(DiskHeader) == 64);
@@ -67,13 +82,15 @@ inline constexpr char kDiskMagic[8] = {'T', 'P', 'S', 'K', 'V', 'B', 'L', 'K'};
 inline constexpr uint32_t kDiskFormatVersion = 3;
 // Bad files named one warning each at start; the rest are counted in one line.
 inline constexpr int kDiskBadFilesNamed = 3;
+// The block bytes queued for the writer thread at most before write() waits.
+inline constexpr uint64_t kDiskQueueBytes = uint64_t{64} << 20;
 
 class DiskTier {
  public:
   struct Block {
-    int32_t sliding = 0;
+    BlockKind kind = BlockKind::full;
     uint64_t key = 0;
-    bool operator<(const Block& o) const { return std::pair(sliding, key) < std::pair(o.sliding, o.key); }
+    bool operator<(const Block& o) const { return std::pair(kind, key) < std::pair(o.kind, o.key); }
   };
   struct Stats {
     int64_t files = 0, bytes = 0;  // this rank's own files in the directory now
@@ -85,6 +102,9 @@ class DiskTier {
   };
 
   DiskTier() = default;  // off
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+  ~DiskTier();  // after the queued writes
   // Makes the directory if need be, removes this rank's stale temporaries
   // and validates this rank's files in it (a warning for each of the first
   // kDiskBadFilesNamed bad ones, one more line counting the rest). cap:
@@ -94,40 +114,55 @@ class DiskTier {
 
   bool on() const { return on_; }
   const std::string& dir() const { return dir_; }
-  // The blocks with a valid file, most recently written or used first.
+  // The blocks with a valid file (as far as its header says, until read),
+  // most recently written or used first.
   std::vector<Block> blocks() const;
-  bool has(const Block& b) const { return files_.count(b) > 0; }
-  // Reads a block's payload (block bytes of its kind) into `to`, checked
-  // again; false, with a warning, when the file no longer holds it.
+  bool has(const Block& b) const;
+  // Reads a block's payload (block bytes of its kind) into `to` and checks
+  // the file whole; false, with a warning, when it does not hold the block
+  // (the file is then never used, removed or overwritten).
   bool read(const Block& b, uint8_t* to);
-  void count_loaded(double seconds) { ++stats_.loaded, stats_.load_seconds = seconds; }
+  void count_loaded(int64_t blocks, double seconds);
   // A block came back from the RAM tier: its file is the most recently
-  // used (here and, by its time stamp, at the next start).
+  // used (here and, by its time stamp, at the next start). Queued.
   void touch(const Block& b);
   // Writes a block that entered the RAM tier, unless it has a file already
   // (its own, or one that is not this tier's and so stays as it is); then
   // removes the least recently used own files past the cap. A failed
-  // write turns the tier off with a warning.
+  // write turns the tier off with a warning. Queued: `from` is copied.
   void write(const Block& b, const uint8_t* from);
-  const Stats& stats() const { return stats_; }
+  // Returns once every queued write and touch is done.
+  void flush();
+  Stats stats() const;
   // Every warning said, in order (what the tests check).
-  const std::vector<std::string>& warnings() const { return warnings_; }
+  std::vector<std::string> warnings() const;
 
  private:
   struct File {
     uint64_t bytes = 0;
     std::list<Block>::iterator at;
   };
+  // A queued write (bytes: its payload) or touch (bytes empty).
+  struct Task {
+    Block block;
+    std::vector<uint8_t> bytes;
+  };
+  void enqueue(Task task);
+  void write_queued();  // the writer thread
+  void store(const Block& b, const uint8_t* from);
+  void mark_used(const Block& b);
   std::string path(const Block& b) const;
   void scan();
   void remove_temporary(const std::string& path);
-  // Why the file is not this run's block (empty: it is), payload read into `to` when given.
+  // Why the file is not this run's block (empty: it is): its header and
+  // size; with `to`, also its payload, read there, against the checksum.
   std::string check(const std::string& path, const Block& b, uint8_t* to) const;
+  void forget(const Block& b);  // a file found bad: no longer this tier's
   void keep(const Block& b, uint64_t bytes);
   void make_room(uint64_t bytes);
   void warn(const std::string& line);
 
-  bool on_ = false;
+  std::atomic<bool> on_ = false;
   std::string dir_;
   DiskIdentity id_;
   uint64_t cap_ = 0;
@@ -136,6 +171,14 @@ class DiskTier {
   std::list<Block> lru_;  // least recently written or used first
   Stats stats_;
   std::vector<std::string> warnings_;
+  // files_, lru_, stats_ and warnings_: the writer thread changes them.
+  mutable std::mutex index_mutex_;
+  std::mutex queue_mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<Task> queue_;
+  uint64_t queued_bytes_ = 0;
+  bool writing_ = false, stopping_ = false;
+  std::thread writer_;
 };
 
 }  // namespace tps

@@ -1,11 +1,11 @@
-// Rank 0's bookkeeping of the KV pool's blocks (engine/step/kv_pool.h): which
+// Rank 0's bookkeeping of the KV pool's blocks (engine/cache/kv_pool.h): which
 // are free, how many sequences hold each (a prefix shared by several is held
 // by each), the prefix cache, and what has been promised. Ids only: the
 // memory is every rank's KvPool, and the ids travel with each step.
 //
 // Prefix cache: a block whose kKvBlock positions are all computed is keyed by
 // its token prefix (the chain of its and every earlier block's tokens,
-// engine/sched/prefix_key.h), so a later sequence with the same prefix holds
+// engine/cache/prefix_key.h), so a later sequence with the same prefix holds
 // the same block instead of computing it again. A cached block nobody holds
 // stays until the pool needs a block; then the least recently released goes
 // first -- but blocks marked kept (keep(): the sliding-window blocks a reuse
@@ -26,9 +26,9 @@
 #include <utility>
 #include <vector>
 
-namespace tps {
+#include "engine/cache/kv_block.h"
 
-enum class BlockKind { full = 0, sliding = 1 };
+namespace tps {
 
 class BlockManager {
  public:

@@ -1,4 +1,4 @@
-#include "engine/step/disk_tier.h"
+#include "engine/cache/disk_tier.h"
 
 #include <xxhash.h>
 
@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 #include <system_error>
 #include <tuple>
 
@@ -30,19 +29,15 @@ uint64_t model_identity(const GgufFile& file, const std::string& salt) {
 
 namespace {
 
-const char* kind_name(int32_t sliding) { return sliding ? "sliding" : "full"; }
-
 // The block a file name of this rank names, if it is one.
 bool parse_name(const std::string& name, int rank, DiskTier::Block& b) {
   const std::string prefix = cat("r", rank, "-"), suffix = ".tpskv";
   if (!name.starts_with(prefix) || !name.ends_with(suffix)) return false;
   std::string rest = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (rest.starts_with("full-"))
-    b.sliding = 0, rest = rest.substr(5);
-  else if (rest.starts_with("sliding-"))
-    b.sliding = 1, rest = rest.substr(8);
-  else
-    return false;
+  const BlockKind* kind = std::find_if(std::begin(kBlockKinds), std::end(kBlockKinds),
+                                       [&](BlockKind k) { return rest.starts_with(cat(block_kind_name(k), "-")); });
+  if (kind == std::end(kBlockKinds)) return false;
+  b.kind = *kind, rest = rest.substr(std::strlen(block_kind_name(*kind)) + 1);
   if (rest.size() != 16 || rest.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
   b.key = std::stoull(rest, nullptr, 16);
   return true;
@@ -59,7 +54,8 @@ DiskHeader header_for(const DiskIdentity& id, const DiskTier::Block& b, const ui
   DiskHeader h{};
   std::memcpy(h.magic, kDiskMagic, sizeof h.magic);
   h.version = kDiskFormatVersion, h.kv_type = static_cast<uint32_t>(id.kv_type), h.model = id.model;
-  h.ranks = id.ranks, h.split = static_cast<uint32_t>(id.split), h.rank = id.rank, h.sliding = b.sliding;
+  h.ranks = id.ranks, h.split = static_cast<uint32_t>(id.split), h.rank = id.rank,
+  h.kind = static_cast<uint32_t>(b.kind);
   h.key = b.key, h.payload_bytes = bytes;
   h.checksum = block_checksum(h, payload, bytes);
   return h;
@@ -87,12 +83,23 @@ DiskTier::DiskTier(std::string dir, const DiskIdentity& id, uint64_t cap, uint64
   }
   on_ = true;
   scan();
+  writer_ = std::thread([this] { write_queued(); });
+}
+
+DiskTier::~DiskTier() {
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_changed_.notify_all();
+  writer_.join();
 }
 
 std::string DiskTier::path(const Block& b) const {
   char key[17];
   std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(b.key));
-  return cat(dir_, "/r", id_.rank, "-", kind_name(b.sliding), "-", key, ".tpskv");
+  return cat(dir_, "/r", id_.rank, "-", block_kind_name(b.kind), "-", key, ".tpskv");
 }
 
 void DiskTier::warn(const std::string& line) {
@@ -161,27 +168,59 @@ std::string DiskTier::check(const std::string& path, const Block& b, uint8_t* to
                h.split <= static_cast<uint32_t>(SplitMode::tensor) ? split_mode_name(static_cast<SplitMode>(h.split))
                                                                    : cat("an unknown mode (", h.split, ")"),
                ", this run has ", id_.ranks, " split by ", split_mode_name(id_.split));
-  if (h.rank != static_cast<uint32_t>(id_.rank) || h.sliding != static_cast<uint32_t>(b.sliding) || h.key != b.key)
+  if (h.rank != static_cast<uint32_t>(id_.rank) || h.kind != static_cast<uint32_t>(b.kind) || h.key != b.key)
     return "its header names another rank, kind or key than its file name";
-  const uint64_t want = block_bytes_[b.sliding ? 1 : 0];
+  const uint64_t want = block_bytes_[int(b.kind)];
   if (h.payload_bytes != want) return cat("a payload of ", h.payload_bytes, " bytes, a block here has ", want);
   if (size != sizeof h + want) return cat("truncated (", size, " bytes, its header says ", sizeof h + want, ")");
-  std::unique_ptr<uint8_t[]> scratch;
-  if (!to) scratch.reset(new uint8_t[want]), to = scratch.get();
+  if (!to) return "";
   in.read(reinterpret_cast<char*>(to), static_cast<std::streamsize>(want));
   if (!in) return "cannot be read";
   if (block_checksum(h, to, want) != h.checksum) return "a bad checksum (its header or payload is damaged)";
   return "";
 }
 
-std::vector<DiskTier::Block> DiskTier::blocks() const { return {lru_.rbegin(), lru_.rend()}; }
+std::vector<DiskTier::Block> DiskTier::blocks() const {
+  std::lock_guard lock(index_mutex_);
+  return {lru_.rbegin(), lru_.rend()};
+}
+
+bool DiskTier::has(const Block& b) const {
+  std::lock_guard lock(index_mutex_);
+  return files_.count(b) > 0;
+}
+
+DiskTier::Stats DiskTier::stats() const {
+  std::lock_guard lock(index_mutex_);
+  return stats_;
+}
+
+std::vector<std::string> DiskTier::warnings() const {
+  std::lock_guard lock(index_mutex_);
+  return warnings_;
+}
+
+void DiskTier::count_loaded(int64_t blocks, double seconds) {
+  std::lock_guard lock(index_mutex_);
+  stats_.loaded += blocks, stats_.load_seconds = seconds;
+}
 
 bool DiskTier::read(const Block& b, uint8_t* to) {
   if (!has(b)) return false;
   const std::string why = check(path(b), b, to);
   if (why.empty()) return true;
-  warn(cat("--cache-dir: ", path(b), ": ", why, "; not used"));
+  std::lock_guard lock(index_mutex_);
+  if (++stats_.bad_files <= kDiskBadFilesNamed) warn(cat("--cache-dir: ", path(b), ": ", why, "; not used"));
+  forget(b);
   return false;
+}
+
+void DiskTier::forget(const Block& b) {
+  auto it = files_.find(b);
+  if (it == files_.end()) return;
+  lru_.erase(it->second.at);
+  stats_.bytes -= static_cast<int64_t>(it->second.bytes), --stats_.files;
+  files_.erase(it);
 }
 
 void DiskTier::keep(const Block& b, uint64_t bytes) {
@@ -195,29 +234,77 @@ void DiskTier::make_room(uint64_t bytes) {
     const Block b = lru_.front();
     std::error_code ec;
     fs::remove(path(b), ec);
-    lru_.pop_front();
-    stats_.bytes -= static_cast<int64_t>(files_.at(b).bytes), --stats_.files;
-    files_.erase(b);
+    forget(b);
   }
 }
 
 void DiskTier::touch(const Block& b) {
-  auto it = files_.find(b);
-  if (!on_ || it == files_.end()) return;
-  lru_.splice(lru_.end(), lru_, it->second.at);
+  if (on_) enqueue(Task{b, {}});
+}
+
+void DiskTier::write(const Block& b, const uint8_t* from) {
+  if (on_) enqueue(Task{b, std::vector<uint8_t>(from, from + block_bytes_[int(b.kind)])});
+}
+
+void DiskTier::enqueue(Task task) {
+  std::unique_lock lock(queue_mutex_);
+  queue_changed_.wait(lock, [&] { return queued_bytes_ == 0 || queued_bytes_ + task.bytes.size() <= kDiskQueueBytes; });
+  queued_bytes_ += task.bytes.size();
+  queue_.push_back(std::move(task));
+  queue_changed_.notify_all();
+}
+
+void DiskTier::flush() {
+  std::unique_lock lock(queue_mutex_);
+  queue_changed_.wait(lock, [&] { return queue_.empty() && !writing_; });
+}
+
+// The writer thread: the queue's tasks in order, until the tier is
+// destroyed with nothing left queued.
+void DiskTier::write_queued() {
+  std::unique_lock lock(queue_mutex_);
+  for (;;) {
+    queue_changed_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    if (queue_.empty()) return;
+    const Task task = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    lock.unlock();
+    // (After a failed write the tier is off: what was queued after it goes.)
+    if (on_ && task.bytes.empty())
+      mark_used(task.block);
+    else if (on_)
+      store(task.block, task.bytes.data());
+    lock.lock();
+    writing_ = false, queued_bytes_ -= task.bytes.size();
+    queue_changed_.notify_all();
+  }
+}
+
+void DiskTier::mark_used(const Block& b) {
+  {
+    std::lock_guard lock(index_mutex_);
+    auto it = files_.find(b);
+    if (it == files_.end()) return;
+    lru_.splice(lru_.end(), lru_, it->second.at);
+  }
   std::error_code ec;  // a time stamp not set only orders the next start's load less well
   fs::last_write_time(path(b), fs::file_time_type::clock::now(), ec);
 }
 
-void DiskTier::write(const Block& b, const uint8_t* from) {
-  if (!on_) return;
-  if (files_.count(b)) return touch(b);  // the same prefix's bits: already there
+void DiskTier::store(const Block& b, const uint8_t* from) {
+  std::unique_lock lock(index_mutex_);
+  if (files_.count(b)) {  // the same prefix's bits: already there
+    lock.unlock();
+    return mark_used(b);
+  }
   const std::string target = path(b);
   std::error_code ec;
   if (fs::exists(fs::symlink_status(target, ec))) return;  // not this tier's file: left as it is
-  const uint64_t payload = block_bytes_[b.sliding ? 1 : 0], bytes = sizeof(DiskHeader) + payload;
+  const uint64_t payload = block_bytes_[int(b.kind)], bytes = sizeof(DiskHeader) + payload;
   if (bytes > cap_) return;
   make_room(bytes);
+  lock.unlock();
   try {
     const DiskHeader h = header_for(id_, b, from, payload);
     OutputFile out(target, {}, "--cache-dir");
@@ -225,10 +312,12 @@ void DiskTier::write(const Block& b, const uint8_t* from) {
     out.write(from, payload);
     out.commit();
   } catch (const std::exception& e) {
+    lock.lock();
     ++stats_.write_failures, on_ = false;
     warn(cat("--cache-dir: writing a block failed (", e.what(), "); going on without the disk tier"));
     return;
   }
+  lock.lock();
   keep(b, bytes);
   ++stats_.written;
 }
