@@ -59,8 +59,8 @@ PromptCache::PromptCache(const Model& m, Exchange& exchange, const PromptCacheOp
   if (disk_asked_) {
     const Shard& sh = m.shard;
     disk_ = std::make_unique<DiskTier>(
-        o.dir, DiskIdentity{model_identity(m.file, m.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank},
-        o.ram_bytes, tier_.block_bytes(BlockKind::full), tier_.block_bytes(BlockKind::sliding));
+        o.dir, DiskIdentity{model_identity(m.file, m.weights_salt), o.kv_type, sh.ranks, sh.mode, sh.rank}, o.ram_bytes,
+        tier_.block_bytes(BlockKind::full), tier_.block_bytes(BlockKind::sliding));
   }
 }
 
@@ -79,8 +79,7 @@ std::vector<PromptCache::Loaded> PromptCache::load() {
     if (valid[i] && next[int(k)] < tier_.slots(k)) slot[i] = next[int(k)]++;
   }
   std::vector<uint8_t> read(n);
-  for (size_t i = 0; i < n; ++i)
-    read[i] = slot[i] >= 0 && disk_->read(blocks[i], tier_.fill(blocks[i].kind, slot[i]));
+  for (size_t i = 0; i < n; ++i) read[i] = slot[i] >= 0 && disk_->read(blocks[i], tier_.fill(blocks[i].kind, slot[i]));
   read = on_every_rank(exchange_, std::move(read));
   std::vector<Loaded> loaded;
   for (size_t i = n; i-- > 0;)  // oldest first: the newest end most recently used

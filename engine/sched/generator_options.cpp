@@ -40,7 +40,8 @@ SchedulerOptions scheduler_options(const GeneratorOptions& o, const ModelConfig&
                          kMaxPoolBlocks, "); lower --batch or --parallel"));
   s.sliding_blocks = static_cast<int>(sliding);
   if (o.kv_bytes > 0) {
-    const uint64_t sliding = KvPool::block_bytes(c, shard, o.kv_type, BlockKind::sliding) * static_cast<uint64_t>(s.sliding_blocks);
+    const uint64_t sliding =
+        KvPool::block_bytes(c, shard, o.kv_type, BlockKind::sliding) * static_cast<uint64_t>(s.sliding_blocks);
     const uint64_t full = std::max<uint64_t>(1, KvPool::block_bytes(c, shard, o.kv_type, BlockKind::full));
     if (o.kv_bytes <= sliding)
       throw InputError(cat("--kv-size ", o.kv_bytes, " bytes: the sliding-window layers alone need ", sliding, " for ",

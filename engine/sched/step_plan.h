@@ -26,8 +26,8 @@ struct StepPlan {
   Batch batch;
   std::vector<Join> joins;
   std::vector<int32_t> leaves;
-  std::vector<std::pair<int32_t, std::string>> constraints;           // of joining sequences
-  std::vector<std::pair<int32_t, std::vector<int32_t>>> forced;       // of joining sequences
+  std::vector<std::pair<int32_t, std::string>> constraints;      // of joining sequences
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> forced;  // of joining sequences
 
   std::vector<uint8_t> bytes() const;
   // Throws Error for bytes cut short.
