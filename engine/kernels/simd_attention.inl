@@ -59,7 +59,28 @@ struct F32x16 {
 inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline F32x16 mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline F32x16 add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline F32x16 sub(F32x16 a, F32x16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline F32x16 max(F32x16 a, F32x16 b) { return {_mm512_maskz_max_ps(kEvery, a.v, b.v)}; }
+// w's lanes where x's is above `bound`, else 0.
+inline F32x16 where_above(F32x16 x, float bound, F32x16 w) {
+  return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x.v, _mm512_set1_ps(bound), _CMP_GT_OQ), w.v)};
+}
+// exp256's operations (simd_rows.inl) on 16 lanes: each lane the same bits.
+inline F32x16 exp16(F32x16 in) {
+  const __m512 x =
+      _mm512_maskz_min_ps(kEvery, _mm512_maskz_max_ps(kEvery, in.v, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_maskz_roundscale_ps(kEvery, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i pow2n = _mm512_maskz_slli_epi32(
+      kEvery, _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kEvery, n), _mm512_set1_epi32(127)), 23);
+  return {_mm512_mul_ps(p, _mm512_castsi512_ps(pow2n))};
+}
 // Query rows one pass over a run takes: 8 rows' accumulators and a key
 // vector fit the 32 vector registers, so a kv head's 8 query heads (gpt-oss)
 // read and widen its keys and values once.
@@ -99,7 +120,14 @@ inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) {
 }
 inline F32x16 mul(F32x16 a, F32x16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
 inline F32x16 add(F32x16 a, F32x16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline F32x16 sub(F32x16 a, F32x16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
 inline F32x16 max(F32x16 a, F32x16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+inline F32x16 where_above(F32x16 x, float bound, F32x16 w) {
+  const __m256 b = _mm256_set1_ps(bound);
+  return {_mm256_and_ps(w.lo, _mm256_cmp_ps(x.lo, b, _CMP_GT_OQ)),
+          _mm256_and_ps(w.hi, _mm256_cmp_ps(x.hi, b, _CMP_GT_OQ))};
+}
+inline F32x16 exp16(F32x16 x) { return {exp256(x.lo), exp256(x.hi)}; }
 // 4 rows' accumulators (8 vectors) leave room in the 16 vector registers
 // for the keys and the query element.
 constexpr int kAttendRows = 4;
@@ -346,30 +374,29 @@ struct WideValues {
 
 // One row's step of the online softmax over a run's lanes: s[0, lanes) its
 // unscaled scores, of which [first, end) are the run's positions. They
-// become the weights e^(scale x score - max) (the others 0), max and sum
-// the state's with them; returns e^(old max - new max), what the state's
+// become the weights e^(scale x score - max) (the others 0), state_max and
+// state_sum the state's with them; returns e^(old max - new max), what the state's
 // values are scaled by (0 for a state of no positions).
-inline float softmax_step(float* s, int first, int end, int lanes, float scale, float& max, float& sum) {
+// 16 lanes at a time (lanes is a multiple of kKeyBlock), so the AVX-512
+// set takes its exponentials 16 to an instruction.
+inline float softmax_step(float* s, int first, int end, int lanes, float scale, float& state_max, float& state_sum) {
   for (int p = 0; p < first; ++p) s[p] = -INFINITY;
   for (int p = end; p < lanes; ++p) s[p] = -INFINITY;
-  const __m256 sc = _mm256_set1_ps(scale), low = _mm256_set1_ps(-INFINITY);
-  __m256 top = low;
-  for (int p = 0; p < lanes; p += 8) {
-    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + p), sc);
-    _mm256_storeu_ps(s + p, x);
-    top = _mm256_max_ps(top, x);
+  // The largest scaled score is the largest score scaled, to the bit (scale
+  // > 0, and rounding keeps order): one pass finds it, the next scales.
+  F32x16 top = F32x16::all(-INFINITY);
+  for (int p = 0; p < lanes; p += 16) top = max(top, F32x16::load(s + p));
+  const float m = std::max(state_max, top.largest() * scale), old = std::exp(state_max - m);
+  const F32x16 sc = F32x16::all(scale), mv = F32x16::all(m);
+  F32x16 total = F32x16::zero();
+  for (int p = 0; p < lanes; p += 16) {
+    const F32x16 x = mul(F32x16::load(s + p), sc);
+    // exp of -inf is e^-87 here, not 0: the lanes outside the run are masked.
+    const F32x16 w = where_above(x, -INFINITY, exp16(sub(x, mv)));
+    w.store(s + p);
+    total = add(total, w);
   }
-  const float m = std::max(max, hmax(top)), old = std::exp(max - m);
-  const __m256 mv = _mm256_set1_ps(m);
-  __m256 total = _mm256_setzero_ps();
-  for (int p = 0; p < lanes; p += 8) {
-    const __m256 x = _mm256_loadu_ps(s + p);
-    // exp256 of -inf is e^-87, not 0: the lanes outside the run are masked.
-    const __m256 w = _mm256_and_ps(exp256(_mm256_sub_ps(x, mv)), _mm256_cmp_ps(x, low, _CMP_GT_OQ));
-    _mm256_storeu_ps(s + p, w);
-    total = _mm256_add_ps(total, w);
-  }
-  max = m, sum = sum * old + hsum(total);
+  state_max = m, state_sum = state_sum * old + total.total();
   return old;
 }
 
