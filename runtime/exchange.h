@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace tps {
 
@@ -52,6 +54,15 @@ class Exchange {
   // all[r * bytes ...] = rank r's `bytes` bytes at mine.
   void all_gather(const void* mine, void* all, size_t bytes);
   void broadcast(void* data, size_t bytes, int root);
+  // Root's list of plain items on every rank: its count, then its bytes.
+  template <typename T>
+  void broadcast_vector(std::vector<T>& items, int root) {
+    static_assert(std::is_trivially_copyable_v<T>, "items travel as bytes");
+    uint64_t n = items.size();
+    broadcast(&n, sizeof n, root);
+    items.resize(n);
+    if (n) broadcast(items.data(), n * sizeof(T), root);
+  }
   void send(const void* data, size_t bytes, int to);
   void recv(void* data, size_t bytes, int from);
   // A receive posted now and finished by wait_recv: a rank that may be busy

@@ -34,16 +34,6 @@ std::vector<uint8_t> on_every_rank(Exchange& ex, std::vector<uint8_t> mine) {
   return mine;
 }
 
-// Rank 0's list, the same on every rank.
-template <typename T>
-void broadcast_list(Exchange& ex, std::vector<T>& list) {
-  if (ex.size() == 1) return;
-  uint64_t n = list.size();
-  ex.broadcast(&n, sizeof n, 0);
-  list.resize(n);
-  if (n) ex.broadcast(list.data(), n * sizeof(T), 0);
-}
-
 }  // namespace
 
 PromptCache::PromptCache(const Model& m, Exchange& exchange, const PromptCacheOptions& o)
@@ -67,7 +57,7 @@ PromptCache::PromptCache(const Model& m, Exchange& exchange, const PromptCacheOp
 std::vector<PromptCache::Loaded> PromptCache::load() {
   if (!disk_asked_) return {};
   std::vector<DiskTier::Block> blocks = exchange_.rank() == 0 ? disk_->blocks() : std::vector<DiskTier::Block>();
-  broadcast_list(exchange_, blocks);
+  exchange_.broadcast_vector(blocks, 0);
   const size_t n = blocks.size();
   std::vector<uint8_t> valid(n);
   for (size_t i = 0; i < n; ++i) valid[i] = disk_->has(blocks[i]);
@@ -100,7 +90,7 @@ void PromptCache::copy(std::span<const BlockCopy> copies) {
 
 void PromptCache::save(std::vector<BlockCopy> blocks) {
   if (!disk_asked_) return;
-  broadcast_list(exchange_, blocks);
+  exchange_.broadcast_vector(blocks, 0);
   std::vector<uint8_t> block(std::max(tier_.block_bytes(BlockKind::full), tier_.block_bytes(BlockKind::sliding)));
   for (const BlockCopy& c : blocks) {
     if (!disk_->on()) break;

@@ -90,10 +90,7 @@ std::vector<uint8_t> recv_plan(Exchange& ex, int from) {
 void broadcast_plan(Exchange& ex, StepPlan& plan) {
   if (ex.size() == 1) return;
   std::vector<uint8_t> bytes = ex.rank() == 0 ? plan.bytes() : std::vector<uint8_t>();
-  uint64_t n = bytes.size();
-  ex.broadcast(&n, sizeof n, 0);
-  bytes.resize(n);
-  ex.broadcast(bytes.data(), n, 0);
+  ex.broadcast_vector(bytes, 0);
   if (ex.rank() != 0) plan = StepPlan::parse(bytes);
 }
 
