@@ -40,10 +40,9 @@ int default_context(const RunOptions& options, const MpiSession& mpi, const Rank
 
 // The RAM tier a --cache-dir without --cache-ram gets: a quarter of what
 // the rank's share of its node leaves after the rest of the run, at most
-// kDefaultCacheRam, in MiB (the least over the ranks); kDefaultCacheRam
-// where the node's memory is unknown. Throws InputError naming --cache-dir
-// when that holds no block. Collective.
-constexpr uint64_t kDefaultCacheRam = uint64_t{4} << 30;
+// kDefaultCacheRam (run_options.h), in MiB (the least over the ranks);
+// kDefaultCacheRam where the node's memory is unknown. Throws InputError
+// naming --cache-dir when that holds no block. Collective.
 std::string default_cache_ram(const RunOptions& options, const MpiSession& mpi, const RankSetup& setup,
                               const GgufFile& file);
 // Sets options.cache_ram to that for a --cache-dir without --cache-ram.

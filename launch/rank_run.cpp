@@ -104,8 +104,9 @@ void RankRun::log_kv_pool(const Generator& gen) const {
         KvPool::block_bytes(model.config, model.shard, kv.type(), BlockKind::full) * so.tier_full_slots +
         KvPool::block_bytes(model.config, model.shard, kv.type(), BlockKind::sliding) * so.tier_sliding_slots;
     log_info("prompt cache RAM tier (",
-             cache_ram_default ? "for --cache-dir, a quarter of what the rank's memory leaves, at most 4 GiB"
-                               : "--cache-ram",
+             cache_ram_default ? cat("for --cache-dir, a quarter of what the rank's memory leaves, at most ",
+                                     format_bytes(kDefaultCacheRam))
+                               : std::string("--cache-ram"),
              "): ", so.tier_full_slots, " full-attention blocks (", so.tier_full_slots * kKvBlock, " positions) and ",
              so.tier_sliding_slots, " sliding-window blocks, ", static_cast<int64_t>(tier / 1e6),
              " MB at most on rank 0, allocated as blocks arrive");

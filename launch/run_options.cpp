@@ -5,6 +5,7 @@
 #include "engine/model/quantize_plan.h"
 #include "launch/cli.h"
 #include "runtime/error.h"
+#include "topology/machine.h"
 
 namespace tps {
 namespace {
@@ -216,7 +217,8 @@ RunFlags add_run_options(CLI::App& app, RunOptions& run) {
                  "a RAM tier of the prefix cache on each rank, in MiB (or 512M, 2G): blocks the KV pool reuses "
                  "are kept there and copied back when their prefix returns. Default: none, since on a CPU server "
                  "the memory is the model's and the KV pool's unless you give some; with --cache-dir, a quarter of "
-                 "what the rank's memory leaves after the rest of the run, at most 4 GiB")
+                 "what the rank's memory leaves after the rest of the run, at most " +
+                     format_bytes(kDefaultCacheRam))
       ->type_name("MIB")
       ->group(run_group::prefix_cache);
   app.add_option("--cache-dir", run.cache_dir,

@@ -58,6 +58,9 @@ struct RunOptions {
 // the flag for anything else.
 void parse_kv_size(const std::string& text, int& positions, uint64_t& bytes);
 // --cache-ram: MiB (a plain number) or bytes with K/M/G; "0" or "": none.
+// With --cache-dir and without it, the RAM tier is at most this
+// (default_cache_ram, launch/rank_memory.h).
+constexpr uint64_t kDefaultCacheRam = uint64_t{4} << 30;
 uint64_t parse_cache_ram(const std::string& text);
 // --speculate into GeneratorOptions' draft_tokens and draft_by_cost: off
 // (0), auto (up to kAutoDraftTokens, as the cost says) or N (1..Drafter's
