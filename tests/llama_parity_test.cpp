@@ -53,6 +53,7 @@
 #include "engine/step/sampler.h"
 #include "tests/quant_models.h"
 #include "tests/reference_forward.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
@@ -74,7 +75,7 @@ double median(std::vector<double> v) {
 class LlamaParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaParity, NextTokenDistributions) {
-  const std::string model = std::string(tps::test_paths::models) + "/gpt-oss-" + GetParam() + ".gguf";
+  const std::string model = testing::model_path(GetParam());
   const std::string ids_path = ::testing::TempDir() + "/tps-parity-ids-" + GetParam() + ".txt";
   std::vector<int32_t> ids{200006, 17360, 200008};
   for (int i = 0; i < 61; ++i) ids.push_back((i * 7919 + 13) % 199998);

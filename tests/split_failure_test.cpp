@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 #include "tests/tool_runner.h"
 
@@ -20,9 +21,7 @@ using testing::run_tool;
 
 constexpr double kPromptly = 15.0;  // seconds; a hang would hit the CTest timeout
 
-std::string model(const std::string& preset) {
-  return std::string(tps::test_paths::models) + "/gpt-oss-" + preset + ".gguf";
-}
+using testing::model_path;
 
 // Two ranks: rank 0 runs `good`, rank 1 runs `bad` (both tpsrun argument
 // lists, or a shell command for rank 1 when bad starts with "sh ").
@@ -33,7 +32,7 @@ testing::ToolResult run_pair(const std::string& good, const std::string& bad) {
 
 TEST(SplitFailure, BadFileOnOneRank) {
   const std::string args = " -p 'Hello' -n 8 --temp 0";
-  auto r = run_pair("-m " + model("small") + args, "-m /no/such/model.gguf" + args);
+  auto r = run_pair("-m " + model_path("small") + args, "-m /no/such/model.gguf" + args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("tpsrun: rank 1 on "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/no/such/model.gguf: cannot open"), std::string::npos) << r.err;
@@ -44,13 +43,13 @@ TEST(SplitFailure, BadFileOnOneRank) {
 TEST(SplitFailure, TruncatedFileOnOneRank) {
   const std::string cut = ::testing::TempDir() + "tps-truncated.gguf";
   {
-    std::ifstream in(model("small"), std::ios::binary);
+    std::ifstream in(model_path("small"), std::ios::binary);
     std::string head(1 << 20, '\0');
     in.read(head.data(), static_cast<std::streamsize>(head.size()));
     std::ofstream(cut, std::ios::binary).write(head.data(), static_cast<std::streamsize>(head.size()));
   }
   const std::string args = " -p 'Hello' -n 8 --temp 0";
-  auto r = run_pair("-m " + model("small") + args, "-m " + cut + args);
+  auto r = run_pair("-m " + model_path("small") + args, "-m " + cut + args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("tpsrun: rank 1 on "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(cut), std::string::npos) << r.err;
@@ -60,7 +59,7 @@ TEST(SplitFailure, TruncatedFileOnOneRank) {
 TEST(SplitFailure, OutOfMemoryOnOneRank) {
   // Rank 1 may map little more than the program and MPI themselves (300 MB
   // of address space): its model cannot be loaded.
-  const std::string args = " -m " + model("small") + " -p 'Hello' -n 8 --temp 0";
+  const std::string args = " -m " + model_path("small") + " -p 'Hello' -n 8 --temp 0";
   auto r = run_pair(args, "sh -c 'ulimit -v 300000; exec " + std::string(tps::test_paths::tpsrun) + args + "'");
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
@@ -75,7 +74,8 @@ TEST(SplitFailure, KilledRankDuringGeneration) {
   // must end too.
   const std::string pid_file = ::testing::TempDir() + "tps-rank1.pid";
   std::remove(pid_file.c_str());
-  const std::string args = " -m " + model("small") + " -p 'Once upon a time' -n 100000 --ctx 100100 --temp 1 --seed 1";
+  const std::string args =
+      " -m " + model_path("small") + " -p 'Once upon a time' -n 100000 --ctx 100100 --temp 1 --seed 1";
   auto killer = std::thread([&] {
     for (int i = 0; i < 200; ++i) {  // up to 20 s for the job to start
       std::ifstream in(pid_file);
