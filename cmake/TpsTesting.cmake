@@ -9,7 +9,7 @@
 #       tpsrun under mpirun -np 4: 4), so that ctest -j never runs more
 #       ranks than cores (waiting ranks spin: oversubscribed, they starve
 #       the rank they wait for).
-#   tps_add_mpi_gtest(NAME name SOURCES ... LIBS ... RANKS 2 3 4 [LABELS ...] [SLOW] SANITIZERS)
+#   tps_add_mpi_gtest(NAME name SOURCES ... LIBS ... RANKS 2 3 4 [LABELS ...] [FIXTURES f ...] [SLOW] SANITIZERS)
 #       the same binary run under `mpirun -np K --oversubscribe` for each K;
 #       the binary links tests/mpi_gtest_main.cpp, which owns MPI init.
 #   tps_add_mpi_command_test(NAME name RANKS K COMMAND exe args... [PASS_REGEX r] [FAIL_REGEX r]
@@ -132,8 +132,8 @@ function(tps_add_gtest)
 endfunction()
 
 function(tps_add_mpi_gtest)
-  cmake_parse_arguments(T "SLOW" "NAME;${TPS_SANITIZER_ONE_VALUE}" "SOURCES;LIBS;RANKS;LABELS;${TPS_SANITIZER_MULTI_VALUE}"
-                        ${ARGN})
+  cmake_parse_arguments(T "SLOW" "NAME;${TPS_SANITIZER_ONE_VALUE}"
+                        "SOURCES;LIBS;RANKS;LABELS;FIXTURES;${TPS_SANITIZER_MULTI_VALUE}" ${ARGN})
   tps_parse_sanitizers(${T_NAME} ${T_NAME})
   add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/mpi_gtest_main.cpp)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} tps_runtime tps_test_support GTest::gtest)
@@ -147,6 +147,9 @@ function(tps_add_mpi_gtest)
     set_tests_properties(${T_NAME}.np${k} PROPERTIES
       ENVIRONMENT "${TPS_MPI_TEST_ENV}" LABELS "mpi;${T_LABELS};${cost};${SAN_LABELS}"
       TIMEOUT ${TPS_GTEST_TIMEOUT} PROCESSORS ${k})
+    if(T_FIXTURES)
+      set_tests_properties(${T_NAME}.np${k} PROPERTIES FIXTURES_REQUIRED "${T_FIXTURES}")
+    endif()
     set_property(TEST ${T_NAME}.np${k} PROPERTY TPS_SANITIZERS_DECLARED TRUE)
   endforeach()
 endfunction()

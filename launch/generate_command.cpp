@@ -99,7 +99,8 @@ std::vector<int32_t> encode_prompt(const RunOptions& o, const Tokenizer& tokeniz
 
 // Rank 0: the sequences, added to the generator.
 void add_sequences(const RunOptions& o, const SamplerParams& sp, const std::vector<std::string>& prompts, int n_seq,
-                   const std::string& constraint, const Tokenizer& tokenizer, Generator& gen, RunRecord& rec) {
+                   const std::optional<ConstraintSpec>& constraint, const Tokenizer& tokenizer, Generator& gen,
+                   RunRecord& rec) {
   for (int i = 0; i < n_seq; ++i) {
     Followed f(i, encode_prompt(o, tokenizer, prompts[i % prompts.size()]), TextOptions{o.chat, o.show_analysis});
     rec.prompt_tokens += static_cast<int>(f.prompt.size());
@@ -133,8 +134,10 @@ int run_generate(const RunOptions& given, const MpiSession& mpi, const RankSetup
   // samples with seed + i.
   if (!o.seed_given) sp.seed = std::random_device{}();
   r.exchange.broadcast(&sp.seed, sizeof sp.seed, 0);
-  const std::string constraint = output_format_spec(o, m.tokenizer);  // every rank: each refuses alike
   Generator gen(m, r.pool, r.exchange, generator_options(o));
+  // Every rank, into its generator's cache: each refuses alike, and none
+  // compiles it again when it is announced.
+  const std::optional<ConstraintSpec> constraint = output_format_spec(o, gen.constraints());
   r.log_kv_pool(gen);
 
   RunRecord rec;

@@ -2,8 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/grammar/gbnf.h"
-#include "engine/sched/constraint.h"
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
 
@@ -31,60 +29,56 @@ std::string flag_of(const RunOptions& o) {
   return o.json_schema_file.empty() ? cat("--grammar ", o.grammar_file) : cat("--json-schema ", o.json_schema_file);
 }
 
-// {"schema": S} or {"gbnf": TEXT} from the file, null without one; the
-// grammar's mistakes named by the file's line.
-json read_final(const RunOptions& o) {
-  if (o.json_schema_file.empty() && o.grammar_file.empty()) return nullptr;
-  const bool schema = !o.json_schema_file.empty();
-  const std::string text = read_text_file(schema ? o.json_schema_file : o.grammar_file, 1 << 20);
-  if (!schema) {
-    Grammar scratch;
-    add_gbnf(scratch, text, flag_of(o));
-    return {{"gbnf", text}};
+// The file's schema or grammar (kind text without one), its param the flag.
+ContentSpec read_content(const RunOptions& o) {
+  ContentSpec c;
+  if (o.json_schema_file.empty() && o.grammar_file.empty()) return c;
+  c.param = flag_of(o);
+  if (!o.grammar_file.empty()) {
+    c.kind = ContentSpec::Kind::gbnf, c.gbnf = read_text_file(o.grammar_file, 1 << 20);
+    return c;
   }
+  c.kind = ContentSpec::Kind::json_schema;
   try {
-    return {{"schema", json::parse(text)}};
+    c.schema = json::parse(read_text_file(o.json_schema_file, 1 << 20));
   } catch (const json::exception& e) {
-    throw InputError(cat(flag_of(o), ": not JSON (", e.what(), ")"));
+    throw InputError(cat(c.param, ": not JSON (", e.what(), ")"));
   }
+  return c;
 }
 
-// The spec compiled as every rank will: InputError naming the flag.
-void check(const json& spec, const RunOptions& o, const Tokenizer& tokenizer) {
+ConstraintSpec harmony_spec(const ContentSpec& final, const RunOptions& o) {
+  ConstraintSpec s;
+  s.form = ConstraintSpec::Form::harmony, s.content = final, s.reasoning_budget = effort_budget(o.reasoning);
+  return s;
+}
+
+// Compiled as every rank will: InputError naming the flag.
+void check(const ConstraintSpec& spec, const RunOptions& o, ConstraintCache& cache) {
   try {
-    ConstraintCache(tokenizer).get(spec.dump());
-  } catch (const InputError& e) {
-    throw InputError(cat(flag_of(o), ": ", e.what()));
+    cache.get(spec);
+  } catch (const ConstraintError& e) {
+    throw InputError(cat(flag_of(o), ": ", e.reason()));
   }
-}
-
-json harmony_spec(const json& final, int budget) {
-  return {{"format", "harmony"},
-          {"analysis", true},
-          {"reasoning_budget", budget},
-          {"final", final},
-          {"tools", json::array()}};
 }
 
 }  // namespace
 
-std::string output_format_spec(const RunOptions& o, const Tokenizer& tokenizer) {
-  const json content = read_final(o);
-  if (content.is_null()) return "";
-  json spec;
+std::optional<ConstraintSpec> output_format_spec(const RunOptions& o, ConstraintCache& cache) {
+  const ContentSpec content = read_content(o);
+  if (content.kind == ContentSpec::Kind::text) return std::nullopt;
+  ConstraintSpec spec;
   if (o.chat)
-    spec = harmony_spec(content, effort_budget(o.reasoning));
-  else if (content.contains("schema"))
-    spec = {{"format", "json_schema"}, {"schema", content["schema"]}};
+    spec = harmony_spec(content, o);
   else
-    spec = {{"format", "gbnf"}, {"gbnf", content["gbnf"]}};
-  check(spec, o, tokenizer);
-  return spec.dump();
+    spec.content = content;
+  check(spec, o, cache);
+  return spec;
 }
 
-json output_format_final(const RunOptions& o, const Tokenizer& tokenizer) {
-  const json content = read_final(o);
-  if (!content.is_null()) check(harmony_spec(content, effort_budget(o.reasoning)), o, tokenizer);
+ContentSpec output_format_final(const RunOptions& o, ConstraintCache& cache) {
+  const ContentSpec content = read_content(o);
+  if (content.kind != ContentSpec::Kind::text) check(harmony_spec(content, o), o, cache);
   return content;
 }
 

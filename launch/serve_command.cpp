@@ -111,6 +111,9 @@ int run_serve(const RunOptions& given, const ServeOptions& so, const MpiSession&
   resolve_cache_ram(o, mpi, setup, file);
   RankRun r(o, mpi, setup, Clock::now(), std::move(file));
   Generator gen(r.model, r.pool, r.exchange, generator_options(o));
+  // Every rank: each refuses a bad file alike, and has it compiled (with the
+  // vocabulary's index) before the first request announces it.
+  const ContentSpec default_final = output_format_final(o, gen.constraints());
   const std::vector<std::string> ranks = mpi.gather_to_root(rank_status(mpi, setup, r, gen).dump());
   if (!root) {
     gen.run({});
@@ -126,10 +129,8 @@ int run_serve(const RunOptions& given, const ServeOptions& so, const MpiSession&
   for (const std::string& text : ranks) status["ranks"].push_back(nlohmann::json::parse(text));
   const std::string model_id = o.alias.empty() ? status["model"].get<std::string>() : o.alias;
   status["model"] = model_id;
-  server->ready(
-      gen, r.model.tokenizer,
-      ApiLimits{model_id, o.context, longest_token(r.model.tokenizer), output_format_final(o, r.model.tokenizer)},
-      status);
+  server->ready(gen, r.model.tokenizer, ApiLimits{model_id, o.context, longest_token(r.model.tokenizer), default_final},
+                status);
   r.log_kv_pool(gen);
   const SchedulerOptions& sched = gen.scheduler().options();
   const uint32_t trained = r.model.config.n_ctx_train;

@@ -163,7 +163,7 @@ std::shared_ptr<Job> Server::submit(std::vector<int32_t> prompt, const Generatio
   const int room = api_.limits.context - static_cast<int>(prompt.size());
   job->params.max_new_tokens = r.max_new_tokens > 0 ? std::min(r.max_new_tokens, room) : room;
   job->params.top_logprobs = r.logprobs ? std::max(1, r.top_logprobs) : 0;
-  job->params.constraint = r.output.spec;
+  job->params.constraint = r.output;
   job->params.draft_sources = std::move(draft_sources);
   job->prompt = std::move(prompt);
   job->deadline =

@@ -18,6 +18,7 @@
 #include "engine/sched/constraint.h"
 #include "engine/sched/generator.h"
 #include "engine/step/session.h"
+#include "tests/constraint_specs.h"
 #include "tests/temp_path.h"
 #include "tests/test_models.h"
 #include "tests/test_paths.h"
@@ -400,7 +401,7 @@ TEST(Generator, ConstrainedOutputIsAlwaysTheSchemasJson) {
     constrained.sampler.temperature = free.sampler.temperature = 1;
     constrained.sampler.seed = free.sampler.seed = seed;
     constrained.max_new_tokens = 200, free.max_new_tokens = 20;
-    constrained.constraint = R"({"format":"json_schema","schema":)" + schema + "}";
+    constrained.constraint = testing::schema_spec(schema);
     gen.add(prompt(6, 1), constrained);
     const int f = gen.add(prompt(6, 1), free);
     std::string text;
@@ -473,7 +474,7 @@ TEST(Generator, AnAnalysisPastItsBudgetIsClosed) {
   Generator gen(m, pool, solo, o);
   SequenceParams p;
   p.sampler.temperature = 1, p.sampler.seed = 5, p.max_new_tokens = 120;
-  p.constraint = R"({"format":"harmony","reasoning_budget":6,"final":{"schema":{"type":"boolean"}}})";
+  p.constraint = testing::harmony_spec(6, testing::schema_content(R"({"type":"boolean"})"));
   const int seq = gen.add(prompt(6, 2), p);
   const Drawn d = run_until_ended(gen)[seq];
   const std::vector<int32_t>& ids = d.ids;
@@ -507,9 +508,10 @@ TEST(Generator, AForcedCallIsMadeWithinASmallMaxNewTokens) {
     Generator gen(m, pool, solo, o);
     SequenceParams p;
     p.sampler.temperature = 1, p.sampler.seed = seed, p.max_new_tokens = 48;
-    p.constraint = R"({"format":"harmony","reasoning_budget":2048,"final":"none","tools":[{"name":"get_weather",
-        "schema":{"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},"required":["city"],
-                  "additionalProperties":false}}]})";
+    p.constraint = testing::harmony_spec(
+        2048, testing::content(ContentSpec::Kind::none),
+        {{"get_weather", testing::schema_content(R"({"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},
+                                                    "required":["city"],"additionalProperties":false})")}});
     const int seq = gen.add(prompt(6, 2), p);
     const Drawn d = run_until_ended(gen)[seq];
     EXPECT_EQ(d.ids.back(), call) << "seed " << seed << ": " << d.ids.size() << " tokens";
@@ -654,8 +656,7 @@ TEST(Generator, AConstraintThatGivesUpEndsOnlyItsOwnSequence) {
   costly.sampler.temperature = free.sampler.temperature = 1;
   costly.sampler.seed = free.sampler.seed = 3;
   costly.max_new_tokens = 100, free.max_new_tokens = 30;
-  costly.constraint =
-      R"({"format":"gbnf","gbnf":"root ::= \"1234567890123456789012345678901234567890\" ([a-z]*){1000}\n"})";
+  costly.constraint = testing::gbnf_spec("root ::= \"1234567890123456789012345678901234567890\" ([a-z]*){1000}\n");
   const int c = gen.add(prompt(6, 1), costly);
   const int f = gen.add(prompt(6, 1), free);
   std::map<int, Drawn> got = run_until_ended(gen);

@@ -54,8 +54,11 @@ TEST(MessagesRequest, BlocksBecomeHarmonyMessages) {
   EXPECT_TRUE(r.show_thinking);
   EXPECT_EQ(r.reasoning_budget, 10);
   EXPECT_NE(r.conversation.functions.find("get_weather"), std::string::npos);
-  EXPECT_NE(r.output.spec.find("\"get_weather\""), std::string::npos);  // any: a call, held to its schema
-  EXPECT_NE(r.output.spec.find("\"final\":\"none\""), std::string::npos);
+  ASSERT_TRUE(r.output);
+  EXPECT_EQ(r.output->content.kind, ContentSpec::Kind::none);  // any: a call, held to its schema
+  ASSERT_EQ(r.output->tools.size(), 1u);
+  EXPECT_EQ(r.output->tools[0].name, "get_weather");
+  EXPECT_EQ(r.output->tools[0].arguments.kind, ContentSpec::Kind::json_schema);
   const std::vector<HarmonyMessage>& m = r.conversation.messages;
   ASSERT_EQ(m.size(), 6u);
   EXPECT_EQ(m[0].role, "user");
@@ -78,7 +81,7 @@ TEST(MessagesRequest, ThinkingDisabledIsLowAndHidden) {
       kLimits);
   EXPECT_EQ(r.conversation.reasoning, "low");
   EXPECT_FALSE(r.show_thinking);
-  EXPECT_TRUE(r.output.spec.empty());  // nothing asked of the output
+  EXPECT_FALSE(r.output);  // nothing asked of the output
   // count_tokens takes the body without max_tokens.
   EXPECT_NO_THROW(
       parse_messages_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), kLimits, true));
@@ -170,9 +173,9 @@ TEST(MessagesRequest, AToolTheEngineCannotHoldIsHeldAsAnObjectUnlessStrict) {
   };
   MessagesRequest best = parse_messages_request(body(""), kLimits);
   check_output_constraint(best.output, cache);
-  const nlohmann::json spec = nlohmann::json::parse(best.output.spec);
-  EXPECT_EQ(spec["tools"][0]["schema"]["required"], nlohmann::json::array({"city"}));  // get_weather's is held
-  EXPECT_TRUE(spec["tools"][1]["schema"].is_null());                                   // code's: any object
+  ASSERT_TRUE(best.output);
+  // get_weather's is held, code's arguments are any object.
+  EXPECT_EQ(cache.get(*best.output)->unheld_tools, std::vector<std::string>{"code"});
   MessagesRequest strict = parse_messages_request(body(R"("strict": true, )"), kLimits);
   try {
     check_output_constraint(strict.output, cache);

@@ -46,8 +46,11 @@ TEST(ResponsesRequest, InputItemsBecomeHarmonyMessages) {
   EXPECT_EQ(r.conversation.instructions, "Be brief.");
   EXPECT_EQ(r.item_instructions, "Use tools.");
   EXPECT_EQ(r.conversation.functions, "type add = (_: {\na: number,\n}) => any;\n\n");
-  EXPECT_NE(r.output.spec.find("\"add\""), std::string::npos);  // strict: its arguments held to its schema
-  name_function_outputs(r, {{"c0", "lookup"}});                 // c0: a call of the conversation before
+  ASSERT_TRUE(r.output);
+  ASSERT_EQ(r.output->tools.size(), 1u);
+  EXPECT_EQ(r.output->tools[0].name, "add");
+  EXPECT_TRUE(r.output->tools[0].strict);        // its arguments held to its schema
+  name_function_outputs(r, {{"c0", "lookup"}});  // c0: a call of the conversation before
   const std::vector<HarmonyMessage>& m = r.conversation.messages;
   ASSERT_EQ(m.size(), 6u);
   EXPECT_EQ(m[0].role, "user");
@@ -107,10 +110,13 @@ TEST(ResponsesRequest, NamespacesAreHarmonyNamespacesAndHostedToolsAreLeftOut) {
   EXPECT_EQ(r.input_calls.at("c1"), "agents.spawn");
   // The non-strict tool's arguments are held to its parameters where they
   // compile; the namespaced one is offered by its qualified name.
-  const json spec = json::parse(r.output.spec);
-  ASSERT_EQ(spec["tools"].size(), 2u);
-  EXPECT_EQ(spec["tools"][1]["name"], "agents.spawn");
-  EXPECT_EQ(r.output.loose_arguments.size(), 2u);
+  ASSERT_TRUE(r.output);
+  ASSERT_EQ(r.output->tools.size(), 2u);
+  EXPECT_EQ(r.output->tools[1].name, "agents.spawn");
+  for (const ConstraintSpec::Tool& t : r.output->tools) {
+    EXPECT_FALSE(t.strict) << t.name;
+    EXPECT_EQ(t.arguments.kind, ContentSpec::Kind::json_schema) << t.name;
+  }
   // Rendered, the namespace follows `functions` in the developer message.
   std::string text;
   for (int32_t id :

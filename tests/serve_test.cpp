@@ -46,56 +46,71 @@ TEST(OutputConstraint, ChatRequestsBecomeHarmonyTurns) {
         "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}}},
       {"type": "function", "function": {"name": "free"}}], )";
   auto spec = [&](const std::string& rest) {
-    const std::string s = parse_chat_request(json::parse(base + rest + "}"), kLimits).output.spec;
-    return s.empty() ? json() : json::parse(s);
+    const OutputConstraint c = parse_chat_request(json::parse(base + rest + "}"), kLimits).output;
+    EXPECT_TRUE(c) << rest;
+    return c.value_or(ConstraintSpec{});
   };
-  // Strict tools hold their calls' arguments; the others take any object.
-  const json automatic = spec(R"("reasoning_effort": "low")");
-  EXPECT_EQ(automatic["format"], "harmony");
-  EXPECT_EQ(automatic["final"], "text");
-  EXPECT_EQ(automatic["reasoning_budget"], 512);  // low's; the engine cuts it to the sequence's room
-  ASSERT_EQ(automatic["tools"].size(), 2u);
-  EXPECT_EQ(automatic["tools"][0]["schema"]["required"], json::array({"a"}));
-  EXPECT_TRUE(automatic["tools"][1]["schema"].is_null());
+  // Strict tools hold their calls' arguments; the others' are held to
+  // their parameters where the engine can (an empty object's, when they
+  // have none).
+  const ConstraintSpec automatic = spec(R"("reasoning_effort": "low")");
+  EXPECT_EQ(automatic.form, ConstraintSpec::Form::harmony);
+  EXPECT_EQ(automatic.content.kind, ContentSpec::Kind::text);
+  EXPECT_EQ(automatic.reasoning_budget, 512);  // low's; the engine cuts it to the sequence's room
+  ASSERT_EQ(automatic.tools.size(), 2u);
+  EXPECT_TRUE(automatic.tools[0].strict);
+  EXPECT_EQ(automatic.tools[0].arguments.schema["required"], json::array({"a"}));
+  EXPECT_EQ(automatic.tools[0].arguments.param, "tools[0].function.parameters");
+  EXPECT_FALSE(automatic.tools[1].strict);
+  EXPECT_EQ(automatic.tools[1].arguments.schema["additionalProperties"], false);
   // A call is forced: no final answer; named: only that function.
-  EXPECT_EQ(spec(R"("tool_choice": "required")")["final"], "none");
-  const json named = spec(R"("tool_choice": {"type": "function", "function": {"name": "free"}})");
-  EXPECT_EQ(named["final"], "none");
-  ASSERT_EQ(named["tools"].size(), 1u);
-  EXPECT_EQ(named["tools"][0]["name"], "free");
+  EXPECT_EQ(spec(R"("tool_choice": "required")").content.kind, ContentSpec::Kind::none);
+  const ConstraintSpec named = spec(R"("tool_choice": {"type": "function", "function": {"name": "free"}})");
+  EXPECT_EQ(named.content.kind, ContentSpec::Kind::none);
+  ASSERT_EQ(named.tools.size(), 1u);
+  EXPECT_EQ(named.tools[0].name, "free");
   // The answer's JSON; with tool_choice none, no function may be called.
-  const json schema = spec(R"("tool_choice": "none", "response_format": {"type": "json_schema", "json_schema":
+  const ConstraintSpec schema = spec(R"("tool_choice": "none", "response_format": {"type": "json_schema", "json_schema":
       {"name": "n", "strict": true, "schema": {"type": "boolean"}}})");
-  EXPECT_EQ(schema["final"]["schema"], json({{"type", "boolean"}}));
-  EXPECT_TRUE(schema["tools"].empty());
-  EXPECT_EQ(spec(R"("tool_choice": "none", "response_format": {"type": "json_object"})")["final"],
-            json({{"json_object", true}}));
-  // Nothing asked but a tool that is not strict: its arguments held to its
-  // parameters once checked (an empty object's, when it has none), so that
-  // its calls parse; parameters the engine cannot hold leave the turn free.
+  EXPECT_EQ(schema.content.kind, ContentSpec::Kind::json_schema);
+  EXPECT_EQ(schema.content.schema, json({{"type", "boolean"}}));
+  EXPECT_EQ(schema.content.param, "response_format.json_schema.schema");
+  EXPECT_TRUE(schema.tools.empty());
+  EXPECT_EQ(spec(R"("tool_choice": "none", "response_format": {"type": "json_object"})").content.kind,
+            ContentSpec::Kind::json_object);
+  // The written form the step plan carries reads back the same (params
+  // are not carried: a spec is refused before it travels).
+  const ConstraintSpec back = ConstraintSpec::parse(automatic.text());
+  EXPECT_EQ(back.text(), automatic.text());
+  EXPECT_EQ(back.tools[1].arguments.schema, automatic.tools[1].arguments.schema);
+  EXPECT_TRUE(back.tools[0].arguments.param.empty());
+  EXPECT_THROW(ConstraintSpec::parse(R"({"form": "raw"})"), InputError);
+  // Nothing asked but a tool that is not strict: held, compiled once;
+  // parameters the engine cannot hold leave the turn free.
   ConstraintCache cache(test_tokenizer());
   ChatRequest loose = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
       {"type": "function", "function": {"name": "free"}}], "response_format": {"type": "text"}})"),
                                          kLimits);
   check_output_constraint(loose.output, cache);
-  const json held = json::parse(loose.output.spec);
-  EXPECT_EQ(held["final"], "text");
-  EXPECT_EQ(held["tools"][0]["schema"]["additionalProperties"], false);
+  ASSERT_TRUE(loose.output);
+  EXPECT_TRUE(cache.get(*loose.output)->unheld_tools.empty());
   ChatRequest unheld = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
       {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}]})"),
                                           kLimits);
+  ASSERT_TRUE(unheld.output);
   check_output_constraint(unheld.output, cache);
-  EXPECT_EQ(unheld.output.spec, "");
-  EXPECT_EQ(parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), kLimits).output.spec,
-            "");
+  EXPECT_FALSE(unheld.output);
+  EXPECT_FALSE(parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), kLimits).output);
 }
 
 TEST(OutputConstraint, CompletionsHoldTheRawText) {
   const json body = json::parse(R"({"prompt": "x", "response_format": {"type": "json_schema",
       "json_schema": {"name": "n", "schema": {"enum": [1, 2]}}}})");
-  EXPECT_EQ(json::parse(parse_completion_request(body, kLimits).output.spec),
-            json::parse(R"({"format": "json_schema", "schema": {"enum": [1, 2]}})"));
-  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": "x"})"), kLimits).output.spec, "");
+  const OutputConstraint c = parse_completion_request(body, kLimits).output;
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->form, ConstraintSpec::Form::raw);
+  EXPECT_EQ(c->content.schema, json::parse(R"({"enum": [1, 2]})"));
+  EXPECT_FALSE(parse_completion_request(json::parse(R"({"prompt": "x"})"), kLimits).output);
 }
 
 // A schema keyword the grammar engine cannot honour is a 400 naming the

@@ -11,6 +11,7 @@
 
 #include "engine/sched/drafter.h"
 #include "engine/sched/generator.h"
+#include "tests/constraint_specs.h"
 #include "tests/test_models.h"
 #include "tests/test_paths.h"
 
@@ -194,10 +195,9 @@ TEST(Speculation, ConstrainedGivesPlainDecodingsTokens) {
       R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"tags":{"type":"array",)"
       R"("items":{"enum":["alpha","beta","gamma"]},"maxItems":6},"n":{"type":"integer"}},"required":["name","tags","n"],)"
       R"("additionalProperties":false})";
-  for (const std::string& spec :
-       {R"({"format":"json_schema","schema":)" + schema + "}",
-        std::string(R"({"format":"harmony","analysis":true,"reasoning_budget":12,"final":"text"})")}) {
-    SCOPED_TRACE(spec);
+  for (const ConstraintSpec& spec :
+       {testing::schema_spec(schema), testing::harmony_spec(12, testing::content(ContentSpec::Kind::text))}) {
+    SCOPED_TRACE(spec.text());
     std::vector<Request> first;
     for (int i = 0; i < 2; ++i) {
       SequenceParams p = params(i == 0 ? 0 : 0.8f, 5 + i, 60);

@@ -117,7 +117,7 @@ class Parser {
       i_ += 3;
       space(true);
       if (!defined_.emplace(name, at).second) fail(cat("rule '", name, "' is defined twice"));
-      OriginScope origin(g_, cat(where_, ": rule '", name, "' (line ", at, ")"));
+      OriginScope origin(g_, cat(prefix(), "rule '", name, "' (line ", at, ")"));
       alternatives(ref(name), name, false);
       space(false);
       if (i_ < s_.size() && s_[i_] != '\n') fail(cat("unexpected '", s_[i_], "'"));
@@ -132,7 +132,8 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const { throw InputError(cat(where_, ": line ", line_, ": ", what)); }
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(cat(prefix(), "line ", line_, ": ", what)); }
+  std::string prefix() const { return where_.empty() ? "" : where_ + ": "; }
 
   // Spaces, tabs and comments; newlines too where a rule goes on.
   void space(bool newlines) {

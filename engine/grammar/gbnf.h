@@ -22,7 +22,7 @@
 namespace tps {
 
 // Adds text's rules to g; returns the `root` rule. Throws InputError
-// "WHERE: line N: what is wrong".
+// "WHERE: line N: what is wrong" ("line N: ..." when where is empty).
 int add_gbnf(Grammar& g, const std::string& text, const std::string& where);
 
 }  // namespace tps

@@ -1,19 +1,16 @@
 #include "engine/sched/constraint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
-#include <nlohmann/json.hpp>
 
-#include "engine/grammar/gbnf.h"
-#include "engine/grammar/harmony_turn.h"
-#include "engine/grammar/json_schema.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 
 namespace tps {
 
 namespace {
 
-using json = nlohmann::ordered_json;
 constexpr size_t kKept = 64;
 
 int32_t special(const Tokenizer& tok, const char* name) {
@@ -22,58 +19,7 @@ int32_t special(const Tokenizer& tok, const char* name) {
   return *id;
 }
 
-json parse(const std::string& spec) {
-  try {
-    return json::parse(spec);
-  } catch (const json::exception& e) {
-    throw InputError(cat("a constraint that is not JSON (", e.what(), ")"));
-  }
-}
-
-std::shared_ptr<const CompiledGrammar> compile(const std::string& text, const Tokenizer& tok,
-                                               const std::shared_ptr<const TokenIndex>& index) {
-  const json spec = parse(text);
-  const std::string format = spec.value("format", "");
-  Grammar g;
-  int start = -1;
-  std::vector<int32_t> ends;
-  if (format == "json_schema") {
-    start = add_json_schema(g, spec.at("schema"));
-    ends = {special(tok, "<|return|>"), special(tok, "<|endoftext|>")};
-  } else if (format == "json_object") {
-    start = add_json_object(g);
-    ends = {special(tok, "<|return|>"), special(tok, "<|endoftext|>")};
-  } else if (format == "gbnf") {
-    start = add_gbnf(g, spec.at("gbnf").get<std::string>(), "the grammar");
-    ends = {special(tok, "<|return|>"), special(tok, "<|endoftext|>")};
-  } else if (format == "harmony") {
-    HarmonyTurn turn;
-    turn.analysis = spec.value("analysis", true);
-    const json& final = spec.contains("final") ? spec["final"] : json("text");
-    turn.final_answer = final != "none";
-    if (final.is_object()) {
-      if (final.contains("schema"))
-        turn.final_content = add_json_schema(g, final["schema"]);
-      else if (final.contains("gbnf"))
-        turn.final_content = add_gbnf(g, final["gbnf"].get<std::string>(), "the grammar"), turn.final_json = false;
-      else
-        turn.final_content = add_json_object(g);
-    }
-    for (const json& t : spec.value("tools", json::array())) {
-      HarmonyTurn::Tool tool{t.at("name").get<std::string>(), std::nullopt};
-      if (t.contains("schema") && !t["schema"].is_null()) tool.arguments = add_json_schema(g, t["schema"]);
-      turn.tools.push_back(tool);
-    }
-    start = add_harmony_turn(g, tok, turn);
-  } else {
-    throw InputError(cat("a constraint of format '", format, "' (expected json_schema, json_object, gbnf or harmony)"));
-  }
-  return compile_grammar(std::move(g), start, index, ends);
-}
-
 }  // namespace
-
-int reasoning_budget(const std::string& spec) { return parse(spec).value("reasoning_budget", -1); }
 
 int effort_budget(const std::string& effort) { return effort == "low" ? 512 : effort == "high" ? 8192 : 2048; }
 
@@ -85,34 +31,79 @@ int analysis_budget(int reasoning_budget, int max_new_tokens, int64_t answer_tok
 
 ConstraintCache::ConstraintCache(const Tokenizer& tokenizer) : tok_(tokenizer) {}
 
-std::shared_ptr<const CompiledGrammar> ConstraintCache::get(const std::string& spec) {
-  std::unique_lock<std::mutex> lock(mutex_);
+ConstraintCache::Compiled ConstraintCache::get(const ConstraintSpec& spec) {
+  const std::string text = spec.text();
+  std::promise<Compiled> promise;
+  const auto [future, mine] = entry(text, promise);
+  if (mine) compile(spec, text, promise);
+  return future.get();
+}
+
+std::shared_future<ConstraintCache::Compiled> ConstraintCache::start(const std::string& text) {
+  auto promise = std::make_shared<std::promise<Compiled>>();
+  const auto [future, mine] = entry(text, *promise);
+  if (mine) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase_if(threads_, [](const std::future<void>& t) {
+      return t.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    });
+    threads_.push_back(std::async(std::launch::async, [this, text, promise] {
+      try {
+        compile(ConstraintSpec::parse(text), text, *promise);
+      } catch (...) {  // parse's: the plan's text is not a spec
+        promise->set_exception(std::current_exception());
+        forget(text);
+      }
+    }));
+  }
+  return future;
+}
+
+std::pair<std::shared_future<ConstraintCache::Compiled>, bool> ConstraintCache::entry(const std::string& text,
+                                                                                      std::promise<Compiled>& fresh) {
+  std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = compiled_.begin(); it != compiled_.end(); ++it)
-    if (it->first == spec) {
+    if (it->first == text) {
       compiled_.splice(compiled_.begin(), compiled_, it);
-      return compiled_.front().second;
+      return {compiled_.front().second, false};
     }
-  if (!index_) index_ = std::make_shared<const TokenIndex>(tok_);
-  const std::shared_ptr<const TokenIndex> index = index_;
-  lock.unlock();  // compiling may take milliseconds: other threads go on
+  compiled_.emplace_front(text, fresh.get_future().share());
+  if (compiled_.size() > kKept) compiled_.pop_back();
+  return {compiled_.front().second, true};
+}
+
+void ConstraintCache::compile(const ConstraintSpec& spec, const std::string& text, std::promise<Compiled>& promise) {
+  const Clock::time_point t0 = Clock::now();
+  std::shared_ptr<const TokenIndex> index;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!index_) index_ = std::make_shared<const TokenIndex>(tok_);
+    index = index_;
+  }
   try {
-    auto g = compile(spec, tok_, index);
-    lock.lock();
-    compiled_.emplace_front(spec, g);
-    if (compiled_.size() > kKept) compiled_.pop_back();
-    return g;
-  } catch (const json::exception& e) {
-    throw InputError(cat("a constraint with a field of the wrong type (", e.what(), ")"));
+    CompiledConstraint c = compile_constraint(spec, tok_, index);
+    c.seconds = seconds_since(t0);
+    promise.set_value(std::make_shared<const CompiledConstraint>(std::move(c)));
+  } catch (...) {
+    // Refusals are not kept: the next request's refusal names its own param.
+    promise.set_exception(std::current_exception());
+    forget(text);
   }
 }
 
-SequenceConstraint::SequenceConstraint(std::shared_ptr<const CompiledGrammar> grammar, const Tokenizer& tokenizer,
-                                       int reasoning_budget, int max_new_tokens)
-    : matcher_(grammar),
+void ConstraintCache::forget(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  compiled_.remove_if([&](const auto& e) { return e.first == text; });
+}
+
+SequenceConstraint::SequenceConstraint(const CompiledConstraint& compiled, const Tokenizer& tokenizer,
+                                       int max_new_tokens)
+    : matcher_(compiled.grammar),
       tok_(&tokenizer),
-      budget_(reasoning_budget < 0 ? -1
-                                   : analysis_budget(reasoning_budget, max_new_tokens,
-                                                     grammar->grammar.shortest(grammar->grammar.start()))),
+      budget_(compiled.reasoning_budget < 0
+                  ? -1
+                  : analysis_budget(compiled.reasoning_budget, max_new_tokens,
+                                    compiled.grammar->grammar.shortest(compiled.grammar->grammar.start()))),
       end_(special(tokenizer, "<|end|>")),
       channel_id_(special(tokenizer, "<|channel|>")),
       message_(special(tokenizer, "<|message|>")) {}

@@ -1,18 +1,15 @@
 // A sequence's output held to a grammar (engine/grammar) as generation
-// samples it: what a request's response format, strict tools or tool_choice
-// ask, written as a constraint spec -- JSON text small enough to travel in
-// a step's plan to every rank that samples, each of which compiles it (a
-// cache keyed by the text) and follows the sequence with a matcher of its
-// own, so every rank masks the same tokens from the same picks:
+// samples it. Its spec (constraint_spec.h) travels in a step's plan to
+// every rank that samples, each of which compiles it (a cache keyed by the
+// spec's text) and follows the sequence with a matcher of its own, so
+// every rank masks the same tokens from the same picks.
 //
-//   {"format": "json_schema", "schema": {...}}     the output is the schema's JSON
-//   {"format": "json_object"}                      any JSON object
-//   {"format": "gbnf", "gbnf": "root ::= ..."}     a hand-written grammar (gbnf.h)
-//   {"format": "harmony", "analysis": true,        a harmony assistant turn
-//    "reasoning_budget": 256,                      (engine/grammar/harmony_turn.h):
-//    "final": "text" | "none" | {"schema": {...}} | {"json_object": true}
-//             | {"gbnf": "..."},
-//    "tools": [{"name": "f", "schema": {...} | null}]}
+// A spec is compiled once per rank and never inside a step: rank 0 compiles
+// it where the request is checked (a server's request thread, tpsrun's
+// start), and announces it in the plan after the sequence is added; the
+// other ranks compile it then, on a thread of the cache, while the steps
+// go on, and the sequence joins a step once that has had the time rank 0's
+// compile took (generator.h).
 //
 // Masks are applied to each rank's rows of the vocabulary before the
 // sampler sees them, so sampling stays split across ranks. The analysis of
@@ -22,40 +19,54 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "engine/grammar/matcher.h"
+#include "engine/sched/constraint_spec.h"
 #include "engine/text/tokenizer.h"
 
 namespace tps {
 
 // Compiled constraint specs by their text (the least recently used dropped
-// past a count), over one tokenizer's index. Thread-safe: a server
-// validates specs on its request threads, the generation loop compiles
-// them again from here.
+// past a count), over one tokenizer's index. Thread-safe: a server checks
+// specs on its request threads; a spec asked for while another thread
+// compiles it is waited for, not compiled twice.
 class ConstraintCache {
  public:
+  using Compiled = std::shared_ptr<const CompiledConstraint>;
   explicit ConstraintCache(const Tokenizer& tokenizer);
-  // The spec compiled; InputError naming what it cannot honour.
-  std::shared_ptr<const CompiledGrammar> get(const std::string& spec);
+  // The spec compiled, on the calling thread unless it is or was already;
+  // ConstraintError naming what cannot be held.
+  Compiled get(const ConstraintSpec& spec);
+  // The spec (its text) compiling on a thread of its own, or compiled.
+  std::shared_future<Compiled> start(const std::string& text);
   const Tokenizer& tokenizer() const { return tok_; }
 
  private:
+  // The spec's entry, found, or new and `fresh`'s (then true: the caller
+  // compiles it).
+  std::pair<std::shared_future<Compiled>, bool> entry(const std::string& text, std::promise<Compiled>& fresh);
+  void compile(const ConstraintSpec& spec, const std::string& text, std::promise<Compiled>& promise);
+  void forget(const std::string& text);
+
   const Tokenizer& tok_;
   std::shared_ptr<const TokenIndex> index_;
   std::mutex mutex_;
-  std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> compiled_;  // most recent first
+  std::list<std::pair<std::string, std::shared_future<Compiled>>> compiled_;  // most recent first
+  std::list<std::future<void>> threads_;                                      // start()'s, joined at the end
 };
 
 class SequenceConstraint {
  public:
-  // reasoning_budget: the spec's (-1: none); max_new_tokens: the sequence's.
-  SequenceConstraint(std::shared_ptr<const CompiledGrammar> grammar, const Tokenizer& tokenizer, int reasoning_budget,
-                     int max_new_tokens);
+  // max_new_tokens: the sequence's. The constraint must hold something
+  // (a grammar).
+  SequenceConstraint(const CompiledConstraint& compiled, const Tokenizer& tokenizer, int max_new_tokens);
   // logits holds the rows [begin, begin + logits.size()) of the
   // vocabulary: those the grammar does not allow now become -inf. False
   // when it allows no token at all.
@@ -74,9 +85,6 @@ class SequenceConstraint {
   int analysis_tokens_ = -1;
   int32_t end_, channel_id_, message_;
 };
-
-// The reasoning budget of a spec (its "reasoning_budget", or -1: none).
-int reasoning_budget(const std::string& spec);
 
 // The reasoning budget of an effort: low 512, medium 2048, high 8192 tokens.
 int effort_budget(const std::string& effort);

@@ -12,6 +12,13 @@ namespace tps {
 
 namespace {
 
+// How long a constrained sequence is held after its announce, in compiles
+// of its spec as rank 0 timed it (next_step). The other ranks compile it
+// beside their steps' threads: with two ranks of one thread and the
+// compile's on two cores, 2 was measured short (the first compile, 100-150
+// ms with the vocabulary's index, not done at the join), 4 enough.
+constexpr double kHoldCompiles = 4;
+
 // The scheduler's options with the RAM tier's slots the cache agreed on.
 SchedulerOptions with_slots(SchedulerOptions s, const RamTier& tier) {
   s.tier_full_slots = tier.slots(BlockKind::full), s.tier_sliding_slots = tier.slots(BlockKind::sliding);
@@ -40,8 +47,9 @@ int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
   for (int32_t id : prompt)
     if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
       throw InputError(cat("token id ", id, " is outside the vocabulary (0..", model_.config.n_vocab - 1, ")"));
-  if (!params.constraint.empty()) constraint_cache_.get(params.constraint);  // refused here, not on a rank
-  if (!params.forced.empty() && !params.constraint.empty())
+  // Compiled here (a server's check has it cached): refused here, not on a rank.
+  const ConstraintCache::Compiled compiled = params.constraint ? constraint_cache_.get(*params.constraint) : nullptr;
+  if (!params.forced.empty() && compiled && compiled->grammar)
     throw InputError("forced tokens and a constraint together: the constraint would follow the model's picks");
   for (int32_t id : params.forced)
     if (id < 0 || static_cast<uint32_t>(id) >= model_.config.n_vocab)
@@ -54,15 +62,24 @@ int Generator::add(std::vector<int32_t> prompt, const SequenceParams& params) {
     for (const std::vector<int32_t>& source : params.draft_sources ? *params.draft_sources : computed)
       scheduler_.add_draft_source(seq, source);
   }
-  SequenceParams& kept = added_[seq].params = params;
-  kept.draft_sources.reset();  // the drafter has them
+  Added& added = added_[seq];
+  added.params = params;
+  added.params.draft_sources.reset();  // the drafter has them
+  added.params.constraint.reset();
+  if (compiled && compiled->grammar) {  // else it holds nothing
+    added.constraint = params.constraint->text(), added.compile_seconds = compiled->seconds;
+    unannounced_.push_back(seq);
+    if (exchange_.size() > 1) held_.push_back(seq), scheduler_.hold(seq, true);
+  }
   return seq;
 }
 
 bool Generator::cancel(int seq) {
   const Scheduler::Sequence& s = scheduler_.sequence(seq);
   if (s.in_flight) return false;
-  if (s.admitted) leaving_.push_back(seq);
+  const Added& a = added_.at(seq);
+  if (s.admitted || a.join_after) leaving_.push_back(seq);  // the other ranks drop what they had of it
+  std::erase(held_, seq), std::erase(unannounced_, seq);
   scheduler_.finish(seq);
   added_.erase(seq);
   return true;
@@ -96,13 +113,38 @@ StepPlan Generator::make_plan(bool stop) {
   // may even have finished already, e.g. after one token).
   if (stop) return p;
   p.batch = batch_;
+  for (int seq : unannounced_) {
+    Added& a = added_.at(seq);
+    p.announces.emplace_back(seq, a.constraint);
+    a.join_after = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(kHoldCompiles * a.compile_seconds));
+  }
+  unannounced_.clear();
   for (int seq : scheduler_.admitted()) {
     const SequenceParams& sp = added_.at(seq).params;
     p.joins.push_back(StepPlan::Join{seq, sp.top_logprobs, sp.max_new_tokens, sp.sampler});
-    if (!sp.constraint.empty()) p.constraints.emplace_back(seq, sp.constraint);
     if (!sp.forced.empty()) p.forced.emplace_back(seq, sp.forced);
   }
   return p;
+}
+
+// A constrained sequence is held out of the steps until its constraint has
+// been announced and has had kHoldCompiles times what rank 0's compile
+// took, so that the other ranks, compiling it meanwhile, have it when it
+// joins and no step waits for it (Stats::constraint_join_waits counts
+// those that did); or until nothing runs (no step to keep going: it joins in
+// the plan that announces it, and its first step waits for the compile).
+// One rank holds none: its compile is done. Then the scheduler's next step.
+bool Generator::next_step() {
+  const Clock::time_point now = Clock::now();
+  const bool idle = scheduler_.running() == 0;
+  std::erase_if(held_, [&](int seq) {
+    const Added& a = added_.at(seq);
+    if (!idle && !(a.join_after && now >= *a.join_after)) return false;
+    scheduler_.hold(seq, false);
+    return true;
+  });
+  return scheduler_.next_step(batch_);
 }
 
 void Generator::tell_waiting(const Events& events) {
@@ -116,16 +158,21 @@ void Generator::tell_waiting(const Events& events) {
 }
 
 void Generator::apply(const StepPlan& p) {
-  std::map<int32_t, int32_t> max_new_tokens;
+  ++plans_;
+  for (const auto& [seq, text] : p.announces) announced_.emplace(seq, Announced{constraint_cache_.start(text), plans_});
   for (const StepPlan::Join& j : p.joins) {
-    sampled_.insert_or_assign(j.seq, Sampled(j.sampler, std::min(j.top_logprobs, kMaxTopLogprobs)));
-    max_new_tokens[j.seq] = j.max_new_tokens;
+    Sampled& s =
+        sampled_.insert_or_assign(j.seq, Sampled(j.sampler, std::min(j.top_logprobs, kMaxTopLogprobs))).first->second;
+    const auto a = announced_.find(j.seq);
+    if (a == announced_.end()) continue;
+    ++stats_.constraint_joins;
+    stats_.constraint_joins_announced_before += a->second.plan < plans_;
+    stats_.constraint_join_waits += a->second.compiled.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    s.constraint.emplace(*a->second.compiled.get(), model_.tokenizer, j.max_new_tokens);
+    announced_.erase(a);
   }
-  for (const auto& [seq, text] : p.constraints)  // each joins in the same plan
-    sampled_.at(seq).constraint.emplace(constraint_cache_.get(text), model_.tokenizer, reasoning_budget(text),
-                                        max_new_tokens.at(seq));
   for (const auto& [seq, tokens] : p.forced) sampled_.at(seq).forced = tokens;
-  for (int32_t seq : p.leaves) sampled_.erase(seq);
+  for (int32_t seq : p.leaves) sampled_.erase(seq), announced_.erase(seq);
 }
 
 // The rows of a draft (an entry that wants every row's logits) are drawn
@@ -281,7 +328,7 @@ void Generator::run_together(const Events& events) {
     if (root) {
       if (!events.between_steps(scheduler_.idle())) {
         plan = make_plan(true);
-      } else if (scheduler_.next_step(batch_)) {
+      } else if (next_step()) {
         plan = make_plan(false);
       } else {
         if (!scheduler_.idle()) throw Error("sequences wait although nothing runs (a scheduler bug)");
@@ -320,7 +367,7 @@ void Generator::run_pipeline_first(const Events& events) {
         stopping = true;
         break;
       }
-      if (!scheduler_.next_step(batch_)) break;
+      if (!next_step()) break;
       tell_waiting(events);
       send_plan(exchange_, make_plan(false).bytes(), next);
       InFlight f;

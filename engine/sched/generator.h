@@ -40,9 +40,9 @@ namespace tps {
 // stop tokens, at max_new_tokens, or when the context is full.
 struct SequenceParams {
   SamplerParams sampler;
-  int max_new_tokens = 256;  // tokens to generate at most
-  int top_logprobs = 0;      // alternatives each Pick reports
-  std::string constraint;    // a grammar its output is held to (constraint.h); empty: none
+  int max_new_tokens = 256;                  // tokens to generate at most
+  int top_logprobs = 0;                      // alternatives each Pick reports
+  std::optional<ConstraintSpec> constraint;  // what its output is held to (constraint.h)
   std::vector<int32_t> stop_tokens{kStopTokens.begin(), kStopTokens.end()};  // the model's end of turn
   // Teacher forcing (tpsrun replay): these are the tokens chosen, in order,
   // whatever the logits say -- decoded step by step, or drafted and checked,
@@ -91,6 +91,10 @@ class Generator {
   struct Stats {
     int64_t steps = 0, tokens = 0;
     std::map<int, int64_t> step_tokens;  // steps by their token count
+    // Constrained sequences that joined on this rank (a sampling one); of
+    // those, how many were announced in an earlier plan than their join,
+    // and how many found their compile unfinished (a step waited for it).
+    int64_t constraint_joins = 0, constraint_joins_announced_before = 0, constraint_join_waits = 0;
     double forward_seconds = 0, sampling_seconds = 0;
     // Decode steps -- those whose every sequence brings its next token (and
     // its draft, if any) -- apart: where a step's time goes once no prompt
@@ -124,6 +128,7 @@ class Generator {
   void run_pipeline_stage();
   void apply(const StepPlan& plan);
   StepPlan make_plan(bool stop);
+  bool next_step();
   void tell_waiting(const Events& events);
   // A token chosen for a sequence (as a pipeline's last rank sends it back).
   struct Chosen {
@@ -146,13 +151,28 @@ class Generator {
   PromptCache cache_;
   Scheduler scheduler_;  // rank 0's
   ConstraintCache constraint_cache_;
-  // Rank 0's of each sequence added: what it asked, the wait reason last told.
+  // Rank 0's of each sequence added: what it asked, the wait reason last
+  // told; a constrained one's spec as the plan carries it, what compiling
+  // it took here, and once announced, when it may join.
   struct Added {
     SequenceParams params;
     std::string told;
+    std::string constraint;
+    double compile_seconds = 0;
+    std::optional<Clock::time_point> join_after;
   };
   std::map<int, Added> added_;
-  std::vector<int> leaving_;  // rank 0: finished since the last plan
+  std::vector<int> unannounced_;  // rank 0: constrained sequences added since the last plan
+  std::vector<int> held_;         // rank 0: constrained sequences not yet let into the steps
+  std::vector<int> leaving_;      // rank 0: finished since the last plan
+  // Each rank that samples: the constraints announced, compiled or
+  // compiling, of sequences that have not joined yet.
+  struct Announced {
+    std::shared_future<ConstraintCache::Compiled> compiled;
+    int64_t plan = 0;  // the plan that announced it (plans_)
+  };
+  std::map<int, Announced> announced_;
+  int64_t plans_ = 0;  // applied
   // What each rank that samples follows of a running sequence.
   struct Sampled {
     Sampled(const SamplerParams& params, int top_logprobs) : sampler(params), alternatives(top_logprobs) {}

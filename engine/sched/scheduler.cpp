@@ -98,10 +98,15 @@ bool Scheduler::next_step(Batch& batch) {
       schedule(s, count, batch, most_drafted, token_cost);
       budget -= batch.entries.back().count, ++taken;
     }
-  while (!waiting_.empty() && running() < opt_.max_sequences && budget > 0 && taken < cap) {
-    Sequence& s = seqs_.at(waiting_.front());
+  for (auto it = waiting_.begin();
+       it != waiting_.end() && running() < opt_.max_sequences && budget > 0 && taken < cap;) {
+    Sequence& s = seqs_.at(*it);
+    if (s.held) {  // later ones may pass it
+      ++it;
+      continue;
+    }
     if (!admit(s)) break;
-    waiting_.pop_front();
+    it = waiting_.erase(it);
     running_.push_back(s.id);
     admitted_.push_back(s.id);
     const int count = std::min({remaining(s), budget, chunk});
@@ -112,6 +117,12 @@ bool Scheduler::next_step(Batch& batch) {
     seqs_.at(waiting_.front()).waiting_for = cat("all ", opt_.max_sequences, " sequences are running");
   batch.copies.swap(copies_);
   return !batch.entries.empty();
+}
+
+void Scheduler::hold(int seq, bool held) {
+  Sequence& s = seqs_.at(seq);
+  s.held = held;
+  s.waiting_for = held ? "its output constraint is compiling on every rank" : "";
 }
 
 bool Scheduler::admit(Sequence& s) {

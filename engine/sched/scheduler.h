@@ -6,7 +6,8 @@
 // so one that arrives during a long prompt starts at the next step -- and
 // sequences join and leave at any step.
 //
-// A sequence is admitted (arrival order, up to max_sequences at once) when
+// A sequence is admitted (arrival order, passing over those held, up to
+// max_sequences at once) when
 // the KV blocks it may need can be promised to it: its full-attention
 // blocks for min(prompt + max_new_tokens, context) positions, less those it reuses,
 // and a sliding window's worth of sliding blocks (a shared headroom covers
@@ -86,6 +87,7 @@ class Scheduler {
     int reused = 0;               // prompt tokens taken from the prefix cache
     int restored = 0;             // of those, tokens whose blocks came back from the RAM tier
     bool admitted = false, in_flight = false;
+    bool held = false;             // waiting, and passed over until let go (hold)
     std::string waiting_for;       // why it waits ("" when it does not)
     std::vector<int32_t> full;     // block table, full-attention layers
     std::vector<int32_t> sliding;  // block table, sliding layers, from block number sliding_block0
@@ -117,6 +119,9 @@ class Scheduler {
   void append(int seq, int32_t token);
   // A text the sequence's drafts may copy besides its own (Drafter::add_source).
   void add_draft_source(int seq, std::span<const int32_t> text) { seqs_.at(seq).drafter.add_source(text); }
+  // A waiting sequence is held out of the steps, or let go: the generator
+  // holds a constrained one while the other ranks compile its constraint.
+  void hold(int seq, bool held);
   // Ends a sequence (running or waiting) and lets its blocks go.
   void finish(int seq);
 

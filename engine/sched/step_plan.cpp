@@ -36,7 +36,7 @@ std::vector<uint8_t> StepPlan::bytes() const {
       put(&seq, sizeof seq), put(&n, sizeof n), put(items.data(), n * sizeof(items[0]));
     }
   };
-  put_list(constraints), put_list(forced);
+  put_list(announces), put_list(forced);
   return out;
 }
 
@@ -69,7 +69,7 @@ StepPlan StepPlan::parse(const std::vector<uint8_t>& in) {
       take(items.data(), n * sizeof(items[0]));
     }
   };
-  take_list(p.constraints), take_list(p.forced);
+  take_list(p.announces), take_list(p.forced);
   return p;
 }
 

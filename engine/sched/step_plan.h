@@ -1,7 +1,8 @@
 // A step as rank 0 sends it to the other ranks: the batch (with its cache
-// copies), the sequences that join (their sampling parameters, the
-// constraint text of those constrained, the forced tokens of a replay) and
-// those that leave, or the end of the run. Plain bytes on the wire: split
+// copies), the constraints of sequences added since the last plan (their
+// specs' text, to compile while the steps go on: constraint.h), the
+// sequences that join (their sampling parameters, the forced tokens of a
+// replay) and those that leave, or the end of the run. Plain bytes on the wire: split
 // inside layers rank 0 broadcasts each plan; split by layers it goes down
 // the pipeline rank to rank.
 #pragma once
@@ -26,7 +27,7 @@ struct StepPlan {
   Batch batch;
   std::vector<Join> joins;
   std::vector<int32_t> leaves;
-  std::vector<std::pair<int32_t, std::string>> constraints;      // of joining sequences
+  std::vector<std::pair<int32_t, std::string>> announces;        // constrained sequences added, each once
   std::vector<std::pair<int32_t, std::vector<int32_t>>> forced;  // of joining sequences
 
   std::vector<uint8_t> bytes() const;

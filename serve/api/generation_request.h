@@ -22,8 +22,8 @@ struct ApiLimits {
   int context = 4096;          // positions per sequence
   size_t longest_token = 128;  // bytes of the vocabulary's longest token (o200k's)
   // The final answer's content when a request asks for no format (serve's
-  // --json-schema or --grammar: {"schema": S} or {"gbnf": TEXT}); null: free.
-  nlohmann::ordered_json default_final = nullptr;
+  // --json-schema or --grammar); kind text: free.
+  ContentSpec default_final = {};
   // Text longer than this cannot fit the context, however it tokenizes.
   size_t prompt_bytes() const { return static_cast<size_t>(context) * longest_token; }
 };

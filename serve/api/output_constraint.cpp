@@ -18,10 +18,10 @@ ApiError bad(const std::string& param, const std::string& message) { return ApiE
 
 // response_format (chat completions and completions): its schema is in
 // its json_schema member.
-json read_response_format(const json& body, OutputConstraint& out) {
+ContentSpec read_response_format(const json& body) {
   const auto it = body.find("response_format");
-  if (it == body.end() || it->is_null()) return nullptr;
-  return read_output_format(*it, "response_format", SchemaAt::json_schema_member, out);
+  if (it == body.end() || it->is_null()) return {};
+  return read_output_format(*it, "response_format", SchemaAt::json_schema_member);
 }
 
 // A strict function's parameters: its schema (a function without them
@@ -32,14 +32,26 @@ json strict_parameters(const json& function) {
   return {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}};
 }
 
+ContentSpec content(ContentSpec::Kind kind, const std::string& param = "") {
+  ContentSpec c;
+  c.kind = kind, c.param = param;
+  return c;
+}
+
+ContentSpec schema_content(json schema, const std::string& param) {
+  ContentSpec c = content(ContentSpec::Kind::json_schema, param);
+  c.schema = std::move(schema);
+  return c;
+}
+
 }  // namespace
 
-json read_output_format(const json& format, const std::string& param, SchemaAt at, OutputConstraint& out) {
+ContentSpec read_output_format(const json& format, const std::string& param, SchemaAt at) {
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string())
     throw bad(param, cat("'", param, "' must be an object with a 'type'"));
   const std::string type = format["type"].get<std::string>();
-  if (type == "text") return nullptr;
-  if (type == "json_object") return {{"json_object", true}};
+  if (type == "text") return {};
+  if (type == "json_object") return content(ContentSpec::Kind::json_object, param);
   if (type != "json_schema")
     throw bad(param + ".type", cat("'", param, ".type' is '", type, "', expected text, json_object or json_schema"));
   const json* holder = &format;
@@ -55,8 +67,7 @@ json read_output_format(const json& format, const std::string& param, SchemaAt a
   const auto schema = holder->find("schema");
   if (schema == holder->end() || !(schema->is_object() || schema->is_boolean()))
     throw bad(schema_param, cat("'", schema_param, "' must be a JSON Schema (an object)"));
-  out.schemas.emplace_back(schema_param, *schema);
-  return {{"schema", *schema}};
+  return schema_content(*schema, schema_param);
 }
 
 ToolChoice read_tool_choice(const json& body) {
@@ -79,48 +90,37 @@ ToolChoice read_tool_choice(const json& body) {
                 " is not auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"));
 }
 
-OutputConstraint harmony_turn_constraint(OutputConstraint out, const json& final,
-                                         const std::vector<OfferedFunction>& functions, const ToolChoice& choice,
-                                         int budget) {
-  if ((choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named) && functions.empty())
+OutputConstraint harmony_turn_constraint(const ContentSpec& final, const std::vector<OfferedFunction>& functions,
+                                         const ToolChoice& choice, int budget) {
+  const bool call_forced = choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named;
+  if (call_forced && functions.empty())
     throw bad("tool_choice", "'tool_choice' asks for a function call, and 'tools' offers none");
-  json offered = json::array();
-  bool strict = false, named_found = false;
+  ConstraintSpec spec;
+  spec.form = ConstraintSpec::Form::harmony, spec.reasoning_budget = budget;
+  spec.content = call_forced ? content(ContentSpec::Kind::none) : final;
+  bool loose_schemas = false, named_found = false;
   if (choice.mode != ToolChoice::Mode::none)
     for (const OfferedFunction& f : functions) {
       if (choice.mode == ToolChoice::Mode::named && f.name != choice.name) continue;
       named_found |= choice.mode == ToolChoice::Mode::named;
-      json tool = {{"name", f.name}, {"schema", nullptr}};
-      if (f.strict) {
-        tool["schema"] = f.parameters.is_null() ? strict_parameters(json::object()) : f.parameters;
-        out.schemas.emplace_back(f.param, tool["schema"]);
-        strict = true;
-      } else if (f.parameters.is_object()) {
-        out.loose_arguments.emplace_back(offered.size(), f.parameters);
-      }
-      offered.push_back(std::move(tool));
+      ConstraintSpec::Tool tool{f.name, content(ContentSpec::Kind::json_object), f.strict};
+      if (f.strict)
+        tool.arguments =
+            schema_content(f.parameters.is_null() ? strict_parameters(json::object()) : f.parameters, f.param);
+      else if (f.parameters.is_object())
+        tool.arguments = schema_content(f.parameters, f.param), loose_schemas = true;
+      spec.tools.push_back(std::move(tool));
     }
   if (choice.mode == ToolChoice::Mode::named && !named_found)
     throw bad("tool_choice", cat("'tool_choice' names the function '", choice.name, "', which 'tools' does not offer"));
-  const bool call_forced = choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::named;
-  out.asked = !final.is_null() || strict || call_forced;
-  if (!out.asked && out.loose_arguments.empty()) return out;  // nothing asked: free
-  json spec = {{"format", "harmony"},
-               {"analysis", true},
-               {"reasoning_budget", budget},
-               {"final", call_forced       ? json("none")
-                         : final.is_null() ? json("text")
-                                           : final},
-               {"tools", offered}};
-  out.spec = spec.dump();
-  return out;
+  if (!spec.asks() && !loose_schemas) return std::nullopt;  // nothing asked: free
+  return spec;
 }
 
-OutputConstraint read_chat_constraint(const json& body, int budget, const json& default_final) {
-  OutputConstraint out;
+OutputConstraint read_chat_constraint(const json& body, int budget, const ContentSpec& default_final) {
   const ToolChoice choice = read_tool_choice(body);
-  json final = read_response_format(body, out);
-  if (final.is_null()) final = default_final;
+  ContentSpec final = read_response_format(body);
+  if (final.kind == ContentSpec::Kind::text) final = default_final;
   const auto tools_it = body.find("tools");
   const json tools = tools_it != body.end() && tools_it->is_array() ? *tools_it : json::array();
   std::vector<OfferedFunction> functions;
@@ -130,43 +130,24 @@ OutputConstraint read_chat_constraint(const json& body, int budget, const json& 
     functions.push_back({f["name"].get<std::string>(), bool_field(f, "strict", false), strict_parameters(f),
                          cat("tools[", i, "].function.parameters")});
   }
-  return harmony_turn_constraint(std::move(out), final, functions, choice, budget);
+  return harmony_turn_constraint(final, functions, choice, budget);
 }
 
 OutputConstraint read_completion_constraint(const json& body) {
-  OutputConstraint out;
-  const json final = read_response_format(body, out);
-  if (final.is_null()) return out;
-  json spec = final.contains("schema") ? json{{"format", "json_schema"}, {"schema", final["schema"]}}
-                                       : json{{"format", "json_object"}};
-  out.spec = spec.dump();
-  return out;
+  ContentSpec content = read_response_format(body);
+  if (content.kind == ContentSpec::Kind::text) return std::nullopt;
+  ConstraintSpec spec;
+  spec.content = std::move(content);
+  return spec;
 }
 
 void check_output_constraint(OutputConstraint& c, ConstraintCache& cache) {
-  if (!c.loose_arguments.empty()) {
-    json spec = json::parse(c.spec);
-    bool held = false;
-    for (const auto& [tool, schema] : c.loose_arguments) try {
-        cache.get(json{{"format", "json_schema"}, {"schema", schema}}.dump());
-        spec["tools"][tool]["schema"] = schema;
-        held = true;
-      } catch (const InputError&) {
-        // not strict: its calls' arguments stay any JSON object
-      }
-    c.spec = held || c.asked ? spec.dump() : "";
-    c.loose_arguments.clear();
-  }
-  if (c.spec.empty()) return;
-  for (const auto& [param, schema] : c.schemas) try {
-      cache.get(json{{"format", "json_schema"}, {"schema", schema}}.dump());
-    } catch (const InputError& e) {
-      throw bad(param, cat("'", param, "': ", e.what()));
-    }
+  if (!c) return;
   try {
-    cache.get(c.spec);
-  } catch (const InputError& e) {
-    throw bad("", e.what());
+    if (!cache.get(*c)->grammar) c.reset();
+  } catch (const ConstraintError& e) {
+    if (e.param().empty()) throw bad("", e.reason());
+    throw bad(e.param(), cat("'", e.param(), "': ", e.reason()));
   }
 }
 

@@ -15,24 +15,19 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
+
+#include "engine/sched/constraint_spec.h"
 
 namespace tps {
 
 class ConstraintCache;
 
-struct OutputConstraint {
-  std::string spec;  // "": the output is free
-  // Each schema of the spec with the request parameter it came from, so
-  // that a keyword the engine cannot honour is refused by that name.
-  std::vector<std::pair<std::string, nlohmann::ordered_json>> schemas;
-  // Non-strict tools' parameters, held if they compile (check_output_constraint):
-  // the tool's index in the spec's "tools", and its schema.
-  std::vector<std::pair<size_t, nlohmann::ordered_json>> loose_arguments;
-  bool asked = false;  // a format, a strict tool or a forced call: held whatever the loose tools do
-};
+// What a request's output is held to: none, or the engine's spec, each
+// schema in it named by the request parameter it came from.
+using OutputConstraint = std::optional<ConstraintSpec>;
 
 // Where a structured-output format object holds its schema: chat's
 // response_format nests it ({type: json_schema, json_schema: {name, schema,
@@ -41,12 +36,10 @@ struct OutputConstraint {
 enum class SchemaAt { json_schema_member, format_itself };
 
 // A structured-output format object, named `param` in refusals
-// ("response_format", "text.format"): nothing asked (type text: null), or
-// the constraint's final content ({"schema": S} or {"json_object": true});
-// the schema goes into out.schemas under its parameter. Throws ApiError 400
+// ("response_format", "text.format"): nothing asked (type text: kind text),
+// a JSON object, or a schema named by its parameter. Throws ApiError 400
 // naming the member that is malformed. One reader for every API.
-nlohmann::ordered_json read_output_format(const nlohmann::ordered_json& format, const std::string& param, SchemaAt at,
-                                          OutputConstraint& out);
+ContentSpec read_output_format(const nlohmann::ordered_json& format, const std::string& param, SchemaAt at);
 
 // tool_choice: auto (the default), none, required, or a named function
 // ({"type": "function", "function": {"name": NAME}}). Throws ApiError 400
@@ -67,29 +60,26 @@ struct OfferedFunction {
   std::string param;
 };
 
-// The harmony turn a request asks for: `final` (null: free text; else the
-// constraint's final content, {"schema": S} or {"json_object": true}), the
-// functions offered and tool_choice; `out` holds the final's schema already.
-// Free (an empty spec) when nothing is asked. Throws ApiError 400 for a
+// The harmony turn a request asks for: the final message's content (kind
+// text: free), the functions offered and tool_choice. None when nothing is
+// asked and no function has parameters to hold. Throws ApiError 400 for a
 // tool_choice that asks for a call no function offered can make.
-OutputConstraint harmony_turn_constraint(OutputConstraint out, const nlohmann::ordered_json& final,
-                                         const std::vector<OfferedFunction>& functions, const ToolChoice& choice,
-                                         int budget);
+OutputConstraint harmony_turn_constraint(const ContentSpec& final, const std::vector<OfferedFunction>& functions,
+                                         const ToolChoice& choice, int budget);
 
 // A chat's (body: the request; budget: the analysis's, effort_budget's of
 // engine/sched/constraint.h; default_final: the final answer's content when
 // the request asks for no format, ApiLimits::default_final). Throws ApiError
 // 400 naming the field for what is malformed or names an unknown function.
-OutputConstraint read_chat_constraint(const nlohmann::ordered_json& body, int budget,
-                                      const nlohmann::ordered_json& default_final);
+OutputConstraint read_chat_constraint(const nlohmann::ordered_json& body, int budget, const ContentSpec& default_final);
 // A completion's.
 OutputConstraint read_completion_constraint(const nlohmann::ordered_json& body);
 
-// Compiles it (through the cache, which the generation loop then hits):
+// Compiles it, once, into the cache the generation loop then finds it in:
 // ApiError 400 naming the parameter of a schema that uses what the grammar
-// engine cannot honour, and the keyword and its path. First puts in the
-// loose tools' parameters that compile (the spec becomes free when nothing
-// else was asked and none does).
+// engine cannot honour, and the keyword and its path. None when it holds
+// nothing (a turn that asks nothing, whose tools' parameters the engine
+// cannot hold).
 void check_output_constraint(OutputConstraint& c, ConstraintCache& cache);
 
 }  // namespace tps

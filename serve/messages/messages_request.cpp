@@ -304,7 +304,7 @@ MessagesRequest parse_messages_request(const json& body, const ApiLimits& limits
   const int budget = effort_budget(r.conversation.reasoning);
   r.reasoning_budget = r.thinking_budget > 0 ? std::min(budget, r.thinking_budget) : budget;
   // The final answer is free unless the server holds it (serve --grammar).
-  r.output = harmony_turn_constraint({}, limits.default_final, r.functions, r.choice, r.reasoning_budget);
+  r.output = harmony_turn_constraint(limits.default_final, r.functions, r.choice, r.reasoning_budget);
   size_t bytes = r.conversation.instructions.size() + r.conversation.functions.size();
   for (const HarmonyMessage& m : r.conversation.messages) bytes += m.content.size();
   check_prompt_bytes(bytes, limits, "messages");

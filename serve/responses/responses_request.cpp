@@ -247,15 +247,15 @@ std::vector<OfferedFunction> read_tools(const json& body, const ApiLimits& limit
 }
 
 // text.format: text (free), json_object, or json_schema ({type, name,
-// schema, strict}, flat); the constraint's final content, or null.
-json read_text_format(const json& body, OutputConstraint& out) {
+// schema, strict}, flat): the constraint's final content (kind text: free).
+ContentSpec read_text_format(const json& body) {
   const auto text = body.find("text");
-  if (text == body.end() || text->is_null()) return nullptr;
+  if (text == body.end() || text->is_null()) return {};
   if (!text->is_object()) throw bad_param("text", "'text' must be an object");
   only_default(*text, "verbosity", "medium", "text.verbosity");
   const auto f = text->find("format");
-  if (f == text->end() || f->is_null()) return nullptr;
-  return read_output_format(*f, "text.format", SchemaAt::format_itself, out);
+  if (f == text->end() || f->is_null()) return {};
+  return read_output_format(*f, "text.format", SchemaAt::format_itself);
 }
 
 std::string read_effort(const json& body) {
@@ -341,10 +341,9 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
   r.conversation.reasoning = effort;
   const ToolChoice choice = read_tool_choice(body);
   const std::vector<OfferedFunction> functions = read_tools(body, limits, choice, r);
-  OutputConstraint out;
-  const json asked = read_text_format(body, out);
-  const json final = asked.is_null() ? limits.default_final : asked;
-  r.output = harmony_turn_constraint(std::move(out), final, functions, choice, effort_budget(effort));
+  const ContentSpec asked = read_text_format(body);
+  const bool free = asked.kind == ContentSpec::Kind::text;
+  r.output = harmony_turn_constraint(free ? limits.default_final : asked, functions, choice, effort_budget(effort));
   read_input(body, r, ids);
   size_t bytes = r.conversation.instructions.size() + r.item_instructions.size() + r.conversation.functions.size();
   for (const HarmonyMessage& m : r.conversation.messages) bytes += m.content.size();
@@ -363,7 +362,7 @@ ResponsesRequest parse_responses_request(const json& body, const ApiLimits& limi
             {"max_output_tokens", given("max_output_tokens", nullptr)},
             {"parallel_tool_calls", parallel},
             {"reasoning", {{"effort", effort}, {"summary", summary}}},
-            {"text", {{"format", asked.is_null() ? json{{"type", "text"}} : body["text"]["format"]}}},
+            {"text", {{"format", free ? json{{"type", "text"}} : body["text"]["format"]}}},
             {"metadata", given("metadata", json::object())},
             {"store", r.store},
             {"previous_response_id", given("previous_response_id", nullptr)},
