@@ -18,25 +18,36 @@ std::vector<float> dequantize(const TensorView& t, uint64_t first_row, uint64_t 
 
 }  // namespace
 
-// y = W x, with x rounded through Q8_0 first when the weights are quantized
-// and the model was asked to do so.
-std::vector<double> ReferenceModel::matvec(const Matrix& m, const double* x_in) const {
-  std::vector<double> x(x_in, x_in + m.cols);
-  if (m.q8_inputs) {
-    std::vector<float> f(x.begin(), x.end()), back(m.cols);
-    std::vector<uint8_t> q(row_bytes(GgmlType::Q8_0, m.cols));
-    quantize_row(GgmlType::Q8_0, f.data(), q.data(), m.cols);
-    dequantize_row(GgmlType::Q8_0, q.data(), back.data(), m.cols);
-    x.assign(back.begin(), back.end());
+// y = W x for each x, with x rounded through Q8_0 first when the weights
+// are quantized and the model was asked to do so. Each y[r] is summed in
+// column order; a row meets several x at once only so that it is read
+// once for them (the vocabulary's rows, over every position).
+std::vector<std::vector<double>> ReferenceModel::matmul(const Matrix& m, std::vector<std::vector<double>> xs) const {
+  if (m.q8_inputs)
+    for (std::vector<double>& x : xs) {
+      std::vector<float> f(x.begin(), x.end()), back(m.cols);
+      std::vector<uint8_t> q(row_bytes(GgmlType::Q8_0, m.cols));
+      quantize_row(GgmlType::Q8_0, f.data(), q.data(), m.cols);
+      dequantize_row(GgmlType::Q8_0, q.data(), back.data(), m.cols);
+      x.assign(back.begin(), back.end());
+    }
+  constexpr size_t kTogether = 8;
+  std::vector<std::vector<double>> ys(xs.size(), std::vector<double>(m.rows));
+  for (size_t t0 = 0; t0 < xs.size(); t0 += kTogether) {
+    const size_t n = std::min(kTogether, xs.size() - t0);
+    for (int r = 0; r < m.rows; ++r) {
+      double s[kTogether] = {};
+      const float* row = m.row(r);
+      for (int c = 0; c < m.cols; ++c)
+        for (size_t i = 0; i < n; ++i) s[i] += static_cast<double>(row[c]) * xs[t0 + i][c];
+      for (size_t i = 0; i < n; ++i) ys[t0 + i][r] = s[i];
+    }
   }
-  std::vector<double> y(m.rows);
-  for (int r = 0; r < m.rows; ++r) {
-    double s = 0;
-    const float* row = m.row(r);
-    for (int c = 0; c < m.cols; ++c) s += static_cast<double>(row[c]) * x[c];
-    y[r] = s;
-  }
-  return y;
+  return ys;
+}
+
+std::vector<double> ReferenceModel::matvec(const Matrix& m, const double* x) const {
+  return matmul(m, {std::vector<double>(x, x + m.cols)})[0];
 }
 
 namespace {
@@ -197,12 +208,10 @@ std::vector<std::vector<float>> ReferenceModel::forward(const std::vector<int32_
       for (int i = 0; i < d; ++i) x[t][i] += out[i];
     }
   }
+  std::vector<std::vector<double>> normed;
+  for (int t = last_only ? T - 1 : 0; t < T; ++t) normed.push_back(rmsnorm(x[t], out_norm_, c_.rms_eps));
   std::vector<std::vector<float>> logits;
-  for (int t = last_only ? T - 1 : 0; t < T; ++t) {
-    std::vector<double> y = rmsnorm(x[t], out_norm_, c_.rms_eps);
-    std::vector<double> lg = matvec(out_, y.data());
-    logits.emplace_back(lg.begin(), lg.end());
-  }
+  for (const std::vector<double>& lg : matmul(out_, std::move(normed))) logits.emplace_back(lg.begin(), lg.end());
   return logits;
 }
 

@@ -41,6 +41,7 @@ class ReferenceModel {
     std::vector<std::vector<float>> gate_b, up_b, down_b;
   };
   std::vector<double> matvec(const Matrix& m, const double* x) const;
+  std::vector<std::vector<double>> matmul(const Matrix& m, std::vector<std::vector<double>> xs) const;
   Matrix matrix(const GgufFile& f, const std::string& name, int expert = -1) const;
   std::vector<float> vec(const GgufFile& f, const std::string& name, int row = -1) const;
 

@@ -9,6 +9,7 @@
 // Sampled with a seed, every split draws one rank's tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -124,23 +125,26 @@ TEST(Split, SplitModelFileGivesTheSameTokens) {
 // whole. q4_0 keeps q8_0's blocks and differs only in its codes, so it
 // takes the tensor split only (the one that divides the kv heads), to keep
 // this test's time.
-TEST(Split, EveryKvTypeGivesOneRanksTokens) {
-  for (const std::string type : {"f32", "f16", "bf16", "q8_0", "q4_0"}) {
-    const std::string greedy = "-n 32 --temp 0 --top-logprobs 5 --kv-type " + type;
-    json one = generate("tiny", 1, "", greedy);
-    ASSERT_FALSE(one.is_null());
-    EXPECT_EQ(one["kv_type"], type);
-    const std::vector<std::string> modes =
-        type == "q4_0" ? std::vector<std::string>{"tensor"} : std::vector<std::string>{"tensor", "experts", "layers"};
-    for (const std::string& mode : modes) {
-      SCOPED_TRACE(type + " KV cache, " + mode + " split");
-      json got = generate("tiny", 2, "", greedy + " --split " + mode);
-      if (got.is_null()) continue;
-      EXPECT_EQ(got["kv_type"], type);
-      expect_like_one_rank(one, got);
-    }
+class KvTypes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KvTypes, GiveOneRanksTokens) {
+  const std::string type = GetParam();
+  const std::string greedy = "-n 32 --temp 0 --top-logprobs 5 --kv-type " + type;
+  json one = generate("tiny", 1, "", greedy);
+  ASSERT_FALSE(one.is_null());
+  EXPECT_EQ(one["kv_type"], type);
+  const std::vector<std::string> modes =
+      type == "q4_0" ? std::vector<std::string>{"tensor"} : std::vector<std::string>{"tensor", "experts", "layers"};
+  for (const std::string& mode : modes) {
+    SCOPED_TRACE(type + " KV cache, " + mode + " split");
+    json got = generate("tiny", 2, "", greedy + " --split " + mode);
+    if (got.is_null()) continue;
+    EXPECT_EQ(got["kv_type"], type);
+    expect_like_one_rank(one, got);
   }
 }
+INSTANTIATE_TEST_SUITE_P(Split, KvTypes, ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0"),
+                         [](const auto& info) { return info.param; });
 
 // Teacher-forced over 203 positions, every next token's log-probability and
 // the top 5, on files whose sums round in float (16-bit weights, Q6_K,
@@ -148,28 +152,35 @@ TEST(Split, EveryKvTypeGivesOneRanksTokens) {
 // exact in any order): measured before the sums were made exact, a split
 // moved the last bits at 200 of the 203 positions of the 16-bit file and at
 // 1 of Q6_K's (tensor) and of Q4_0's (experts); this test failed then.
-TEST(Split, TeacherForcedLogprobsAreOneRanksBits) {
+class TeacherForced : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TeacherForced, LogprobsAreOneRanksBits) {
+  const std::string model = GetParam();
   const std::string ids = testing::temp_path("ids.txt");
   {
     std::ofstream out(ids);
     for (int i = 0; i < 204; ++i) out << (i * 7919 + 13) % 199998 << " ";
   }
-  for (const std::string model : {"tiny-f16", "tiny-q6_k", "tiny-q4_0"}) {
-    auto score = [&](int ranks, const std::string& mode) {
-      const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " +
-                              tps::test_paths::tpsrun + " -q -m " + tps::test_paths::models + "/gpt-oss-" + model +
-                              ".gguf score --ids " + ids + " --top-logprobs 5 --json --split " + mode;
-      auto r = run_tool(cmd);
-      EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
-      return r.exit_code == 0 ? json::parse(r.out)["positions"] : json();
-    };
-    const json one = score(1, "tensor");
-    ASSERT_EQ(one.size(), 203u);
-    for (const auto& [ranks, mode] : {std::pair{2, "tensor"}, {3, "experts"}})
-      EXPECT_EQ(score(ranks, mode), one) << model << ", " << ranks << " ranks, " << mode << " split";
-  }
+  auto score = [&](int ranks, const std::string& mode) {
+    const std::string cmd = std::string(TPS_MPIEXEC) + " -np " + std::to_string(ranks) + " " + tps::test_paths::tpsrun +
+                            " -q -m " + tps::test_paths::models + "/gpt-oss-" + model + ".gguf score --ids " + ids +
+                            " --top-logprobs 5 --json --split " + mode;
+    auto r = run_tool(cmd);
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+    return r.exit_code == 0 ? json::parse(r.out)["positions"] : json();
+  };
+  const json one = score(1, "tensor");
+  ASSERT_EQ(one.size(), 203u);
+  for (const auto& [ranks, mode] : {std::pair{2, "tensor"}, {3, "experts"}})
+    EXPECT_EQ(score(ranks, mode), one) << model << ", " << ranks << " ranks, " << mode << " split";
   std::filesystem::remove(ids);
 }
+INSTANTIATE_TEST_SUITE_P(Files, TeacherForced, ::testing::Values("tiny-f16", "tiny-q6_k", "tiny-q4_0"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // Past several attention chunks (kAttentionChunk, 256 positions; the
 // tests above stay under 256): a prompt of 661 tokens prefilled in steps
