@@ -74,13 +74,13 @@ std::pair<std::shared_future<ConstraintCache::Compiled>, bool> ConstraintCache::
 
 void ConstraintCache::compile(const ConstraintSpec& spec, const std::string& text, std::promise<Compiled>& promise) {
   const Clock::time_point t0 = Clock::now();
-  std::shared_ptr<const TokenIndex> index;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!index_) index_ = std::make_shared<const TokenIndex>(tok_);
-    index = index_;
-  }
   try {
+    std::shared_ptr<const TokenIndex> index;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!index_) index_ = std::make_shared<const TokenIndex>(tok_);
+      index = index_;
+    }
     CompiledConstraint c = compile_constraint(spec, tok_, index);
     c.seconds = seconds_since(t0);
     promise.set_value(std::make_shared<const CompiledConstraint>(std::move(c)));
