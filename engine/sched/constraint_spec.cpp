@@ -58,46 +58,6 @@ std::optional<int> add_content(Grammar& g, const ContentSpec& c) {
   return std::nullopt;
 }
 
-}  // namespace
-
-bool ConstraintSpec::asks() const {
-  if (form == Form::raw || content.kind != ContentSpec::Kind::text) return true;
-  for (const Tool& t : tools)
-    if (t.strict) return true;
-  return false;
-}
-
-std::string ConstraintSpec::text() const {
-  json tools_json = json::array();
-  for (const Tool& t : tools)
-    tools_json.push_back({{"name", t.name}, {"arguments", content_json(t.arguments)}, {"strict", t.strict}});
-  return json{{"form", form == Form::raw ? "raw" : "harmony"},
-              {"content", content_json(content)},
-              {"reasoning_budget", reasoning_budget},
-              {"tools", tools_json}}
-      .dump();
-}
-
-ConstraintSpec ConstraintSpec::parse(std::string_view text) {
-  try {
-    const json j = json::parse(text);
-    ConstraintSpec s;
-    const std::string form = j.at("form").get<std::string>();
-    if (form != "raw" && form != "harmony") throw InputError(cat("a constraint of form '", form, "'"));
-    s.form = form == "raw" ? Form::raw : Form::harmony;
-    s.content = content_of(j.at("content"));
-    s.reasoning_budget = j.at("reasoning_budget").get<int>();
-    for (const json& t : j.at("tools"))
-      s.tools.push_back(
-          Tool{t.at("name").get<std::string>(), content_of(t.at("arguments")), t.at("strict").get<bool>()});
-    return s;
-  } catch (const json::exception& e) {
-    throw InputError(cat("a constraint spec that ConstraintSpec::text did not write (", e.what(), ")"));
-  }
-}
-
-namespace {
-
 // A harmony turn's rules in g; its start rule, or none when it holds
 // nothing. Loose tools' schemas are held when `loose` and they can be.
 std::optional<int> add_turn(Grammar& g, const ConstraintSpec& spec, const Tokenizer& tok, bool loose,
@@ -140,6 +100,42 @@ std::optional<int> add_turn(Grammar& g, const ConstraintSpec& spec, const Tokeni
 }
 
 }  // namespace
+
+bool ConstraintSpec::asks() const {
+  if (form == Form::raw || content.kind != ContentSpec::Kind::text) return true;
+  for (const Tool& t : tools)
+    if (t.strict) return true;
+  return false;
+}
+
+std::string ConstraintSpec::text() const {
+  json tools_json = json::array();
+  for (const Tool& t : tools)
+    tools_json.push_back({{"name", t.name}, {"arguments", content_json(t.arguments)}, {"strict", t.strict}});
+  return json{{"form", form == Form::raw ? "raw" : "harmony"},
+              {"content", content_json(content)},
+              {"reasoning_budget", reasoning_budget},
+              {"tools", tools_json}}
+      .dump();
+}
+
+ConstraintSpec ConstraintSpec::parse(std::string_view text) {
+  try {
+    const json j = json::parse(text);
+    ConstraintSpec s;
+    const std::string form = j.at("form").get<std::string>();
+    if (form != "raw" && form != "harmony") throw InputError(cat("a constraint of form '", form, "'"));
+    s.form = form == "raw" ? Form::raw : Form::harmony;
+    s.content = content_of(j.at("content"));
+    s.reasoning_budget = j.at("reasoning_budget").get<int>();
+    for (const json& t : j.at("tools"))
+      s.tools.push_back(
+          Tool{t.at("name").get<std::string>(), content_of(t.at("arguments")), t.at("strict").get<bool>()});
+    return s;
+  } catch (const json::exception& e) {
+    throw InputError(cat("a constraint spec that ConstraintSpec::text did not write (", e.what(), ")"));
+  }
+}
 
 CompiledConstraint compile_constraint(const ConstraintSpec& spec, const Tokenizer& tok,
                                       std::shared_ptr<const TokenIndex> index) {
