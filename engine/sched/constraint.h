@@ -4,12 +4,13 @@
 // spec's text) and follows the sequence with a matcher of its own, so
 // every rank masks the same tokens from the same picks.
 //
-// A spec is compiled once per rank and never inside a step: rank 0 compiles
-// it where the request is checked (a server's request thread, tpsrun's
-// start), and announces it in the plan after the sequence is added; the
-// other ranks compile it then, on a thread of the cache, while the steps
-// go on, and the sequence joins a step once that has had the time rank 0's
-// compile took (generator.h).
+// A spec is compiled once per rank and, as a rule, never inside a step:
+// rank 0 compiles it where the request is checked (a server's request
+// thread, tpsrun's start), and announces it in the plan after the sequence
+// is added; the other ranks compile it then, on a thread of the cache,
+// while the steps go on, and the sequence joins once four times rank 0's
+// compile time has passed (Generator::next_step; a rank whose compile is
+// not done by then makes that step wait for it).
 //
 // Masks are applied to each rank's rows of the vocabulary before the
 // sampler sees them, so sampling stays split across ranks. The analysis of
