@@ -2,9 +2,9 @@
 // copies), the constraints of sequences added since the last plan (their
 // specs' text, to compile while the steps go on: constraint.h), the
 // sequences that join (their sampling parameters, the forced tokens of a
-// replay) and those that leave, or the end of the run. Plain bytes on the wire: split
-// inside layers rank 0 broadcasts each plan; split by layers it goes down
-// the pipeline rank to rank.
+// replay) and those that leave, or the end of the run. Plain bytes on the
+// wire: split inside layers rank 0 broadcasts each plan; split by layers it
+// goes down the pipeline rank to rank.
 #pragma once
 
 #include <cstdint>
