@@ -13,12 +13,6 @@ namespace {
 
 constexpr size_t kKept = 64;
 
-int32_t special(const Tokenizer& tok, const char* name) {
-  const std::optional<int32_t> id = tok.special_id(name);
-  if (!id) throw InputError(cat("the vocabulary has no ", name, ": constrained output needs harmony's tokens"));
-  return *id;
-}
-
 }  // namespace
 
 int effort_budget(const std::string& effort) { return effort == "low" ? 512 : effort == "high" ? 8192 : 2048; }
@@ -104,9 +98,9 @@ SequenceConstraint::SequenceConstraint(const CompiledConstraint& compiled, const
                   ? -1
                   : analysis_budget(compiled.reasoning_budget, max_new_tokens,
                                     compiled.grammar->grammar.shortest(compiled.grammar->grammar.start()))),
-      end_(special(tokenizer, "<|end|>")),
-      channel_id_(special(tokenizer, "<|channel|>")),
-      message_(special(tokenizer, "<|message|>")) {}
+      end_(harmony_special(tokenizer, "<|end|>")),
+      channel_id_(harmony_special(tokenizer, "<|channel|>")),
+      message_(harmony_special(tokenizer, "<|message|>")) {}
 
 bool SequenceConstraint::mask(std::span<float> logits, int64_t begin) {
   const TokenSet& allowed = matcher_.allowed();

@@ -34,12 +34,6 @@ ContentSpec content_of(const json& j) {
   return c;
 }
 
-int32_t special(const Tokenizer& tok, const char* name) {
-  const std::optional<int32_t> id = tok.special_id(name);
-  if (!id) throw InputError(cat("the vocabulary has no ", name, ": constrained output needs harmony's tokens"));
-  return *id;
-}
-
 // The content's rule in g (none for any text), refused by its param.
 std::optional<int> add_content(Grammar& g, const ContentSpec& c) {
   try {
@@ -137,6 +131,12 @@ ConstraintSpec ConstraintSpec::parse(std::string_view text) {
   }
 }
 
+int32_t harmony_special(const Tokenizer& tok, const char* name) {
+  const std::optional<int32_t> id = tok.special_id(name);
+  if (!id) throw InputError(cat("the vocabulary has no ", name, ": constrained output needs harmony's tokens"));
+  return *id;
+}
+
 CompiledConstraint compile_constraint(const ConstraintSpec& spec, const Tokenizer& tok,
                                       std::shared_ptr<const TokenIndex> index) {
   CompiledConstraint out;
@@ -147,7 +147,7 @@ CompiledConstraint compile_constraint(const ConstraintSpec& spec, const Tokenize
     const int start = *add_content(g, spec.content);
     try {
       out.grammar = compile_grammar(std::move(g), start, std::move(index),
-                                    {special(tok, "<|return|>"), special(tok, "<|endoftext|>")});
+                                    {harmony_special(tok, "<|return|>"), harmony_special(tok, "<|endoftext|>")});
     } catch (const InputError& e) {
       throw ConstraintError(spec.content.param, e.what());
     }

@@ -89,6 +89,10 @@ struct CompiledConstraint {
   double seconds = 0;  // what compiling it took here (ConstraintCache's: with the index, if it built it)
 };
 
+// A harmony special token's id: InputError when the vocabulary lacks it
+// (constrained output needs harmony's tokens).
+int32_t harmony_special(const Tokenizer& tokenizer, const char* name);
+
 // Compiles it over the tokenizer's index: ConstraintError naming the
 // param of what cannot be held (GrammarTooCostly's reason for a grammar
 // whose first masks pass the matcher's work limit).
